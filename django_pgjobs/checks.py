@@ -1,0 +1,62 @@
+"""System checks (pgjobs.E001 …), documented in docs/settings.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+
+from . import conf
+
+_POSITIVE = ("LEASE_SECONDS", "REAP_INTERVAL", "POLL_INTERVAL", "BACKOFF_BASE", "BACKOFF_MAX",
+             "MAX_CONFIG_BYTES", "MAX_RESULT_BYTES", "MAX_ERROR_CHARS", "MAX_CONFIG_DEPTH")
+_POSITIVE_INT = ("MAX_ATTEMPTS", "CONCURRENCY", "BATCH_SIZE")
+
+
+@checks.register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    from django.conf import settings
+
+    errors: list[checks.CheckMessage] = []
+    user = getattr(settings, "PGJOBS", {})
+    if not isinstance(user, dict):
+        return [checks.Error("PGJOBS must be a dict", hint="PGJOBS = {'MAX_ATTEMPTS': 5, …}",
+                             id="pgjobs.E001")]
+    unknown = sorted(set(user) - set(conf.DEFAULTS) - {"SCHEDULES", "RETENTION", "QUEUES"})
+    if unknown:
+        errors.append(checks.Error(
+            f"unknown PGJOBS keys: {', '.join(unknown)}",
+            hint=f"known keys: {', '.join(sorted(conf.DEFAULTS))}", id="pgjobs.E002"))
+    s = conf.get_settings()
+    for key in _POSITIVE:
+        v = s[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+            errors.append(checks.Error(f"PGJOBS['{key}'] must be a number > 0, got {v!r}",
+                                       id="pgjobs.E003"))
+    for key in _POSITIVE_INT:
+        v = s[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            errors.append(checks.Error(f"PGJOBS['{key}'] must be an integer >= 1, got {v!r}",
+                                       id="pgjobs.E004"))
+    if s["TIMEOUT"] is not None and (not isinstance(s["TIMEOUT"], int | float) or s["TIMEOUT"] <= 0):
+        errors.append(checks.Error("PGJOBS['TIMEOUT'] must be None or seconds > 0",
+                                   id="pgjobs.E005"))
+    from django.db import connections
+
+    alias = s["DATABASE"]
+    if alias not in connections.settings:
+        errors.append(checks.Error(f"PGJOBS['DATABASE'] = {alias!r} is not in DATABASES",
+                                   id="pgjobs.E006"))
+    elif connections.settings[alias]["ENGINE"] != "django.db.backends.postgresql":
+        errors.append(checks.Error(
+            f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses "
+            f"{connections.settings[alias]['ENGINE']}", id="pgjobs.E007"))
+    j = s["BACKOFF_JITTER"]
+    if isinstance(j, bool) or not isinstance(j, int | float) or not 0 <= j < 1:
+        errors.append(checks.Error("PGJOBS['BACKOFF_JITTER'] must be in [0, 1)", id="pgjobs.E008"))
+    if isinstance(s["LEASE_SECONDS"], int | float) and isinstance(s["POLL_INTERVAL"], int | float):
+        if s["LEASE_SECONDS"] < 3:
+            errors.append(checks.Warning(
+                "PGJOBS['LEASE_SECONDS'] under 3 s: a busy worker may lose leases between "
+                "heartbeats (every LEASE_SECONDS/3)", id="pgjobs.W001"))
+    return errors

@@ -1,0 +1,197 @@
+"""enqueue / enqueue_many: validate, insert in the caller's transaction, wake the workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from . import conf, queries, registry, signals
+from .exceptions import InvalidJobOption, UnknownJobType
+from .status import JobStatus
+from .tracing import current_trace_id
+from .validation import check_max_attempts, check_priority, check_queue, encode_config
+
+if TYPE_CHECKING:
+    from .models import Job
+
+
+def _run_at(run_after: datetime | timedelta | float | int | None) -> tuple[datetime | None, float]:
+    """(absolute time, delay seconds from the database clock)."""
+    if run_after is None:
+        return None, 0.0
+    if isinstance(run_after, timedelta):
+        return None, run_after.total_seconds()
+    if isinstance(run_after, datetime):
+        if timezone.is_naive(run_after):
+            if settings.USE_TZ:
+                raise InvalidJobOption(
+                    f"run_after {run_after!r} is a naive datetime while USE_TZ is on: pass an "
+                    "aware datetime (django.utils.timezone.now() + ...) or a timedelta"
+                )
+            run_after = timezone.make_aware(run_after)
+        return run_after, 0.0
+    if isinstance(run_after, int | float) and not isinstance(run_after, bool):
+        return None, float(run_after)
+    raise InvalidJobOption(
+        f"run_after must be a datetime, a timedelta or seconds, got {type(run_after).__name__}"
+    )
+
+
+def _optional_text(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    value = str(value)
+    if not value or len(value) > 255 or "\x00" in value:
+        raise InvalidJobOption(f"{name} must be 1-255 characters without NUL, got {value!r}")
+    return value
+
+
+def _prepare(
+    type: str,  # noqa: A002
+    *,
+    queue: str | None,
+    priority: int | None,
+    run_after: datetime | timedelta | float | None,
+    trace_id: str | None,
+    tenant_id: Any,
+    operated_by: Any,
+    max_attempts: int | None,
+    unique_key: str | None,
+) -> queries.NewJob:
+    spec = registry.get(type) if isinstance(type, str) else None
+    if spec is None:
+        raise UnknownJobType(str(type), registry.registered_types())
+    run_at, delay = _run_at(run_after)
+    return queries.NewJob(
+        type=type,
+        queue=check_queue(queue or spec.effective_queue()),
+        priority=check_priority(
+            priority if priority is not None else (spec.priority if spec.priority is not None else 0)
+        ),
+        config_json="",
+        trace_id=_optional_text("trace_id", trace_id or current_trace_id.get()),
+        tenant_id=_optional_text("tenant_id", tenant_id),
+        operated_by=_optional_text("operated_by", operated_by),
+        max_attempts=check_max_attempts(
+            max_attempts if max_attempts is not None else spec.effective_max_attempts()
+        ),
+        unique_key=_optional_text("unique_key", unique_key),
+        run_at=run_at,
+        delay=delay,
+    )
+
+
+def _encode(config: Any) -> str:
+    return encode_config(
+        config, max_bytes=conf.get("MAX_CONFIG_BYTES"), max_depth=conf.get("MAX_CONFIG_DEPTH")
+    )
+
+
+def enqueue(
+    type: str,  # noqa: A002 - the job type
+    config: Mapping[str, Any] | None = None,
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    run_after: datetime | timedelta | float | None = None,
+    trace_id: str | None = None,
+    tenant_id: Any = None,
+    operated_by: Any = None,
+    max_attempts: int | None = None,
+    unique_key: str | None = None,
+    using: str | None = None,
+) -> Job:
+    """Add a job in the current transaction: rolled back with it, visible to workers on commit.
+
+    Everything is checked before anything is written, so a refused job raises an
+    :class:`~django_pgjobs.exceptions.EnqueueError` and leaves the caller's transaction usable.
+
+    With ``unique_key``, while a job with that key is PENDING or RUNNING the existing job is
+    returned instead (``job.deduplicated`` is True).
+    """
+    new = _prepare(
+        type, queue=queue, priority=priority, run_after=run_after, trace_id=trace_id,
+        tenant_id=tenant_id, operated_by=operated_by, max_attempts=max_attempts,
+        unique_key=unique_key,
+    )
+    new.config_json = _encode(config)
+    alias = using or conf.get("DATABASE")
+    for _ in range(5):
+        row = queries.insert_job(new, using=alias)
+        if row is not None:
+            job = _job_instance(new, config, row, alias)
+            signals.job_enqueued.send(sender=job.type, job=job)
+            return job
+        existing = queries.find_active_by_unique_key(new.unique_key or "", using=alias)
+        if existing is not None:
+            from .models import Job
+
+            job = Job.objects.using(alias).get(pk=existing)
+            job.deduplicated = True  # type: ignore[attr-defined]
+            return job
+        # The holder finished between our INSERT and SELECT: try the insert again.
+    raise RuntimeError(f"could not enqueue {type!r} with unique_key {unique_key!r}: contention")
+
+
+def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> Job:
+    from .models import Job
+
+    job = Job(
+        id=row[0], type=new.type, queue=new.queue, priority=new.priority,
+        status=JobStatus.PENDING, config=dict(config or {}), result={}, trace_id=new.trace_id,
+        tenant_id=new.tenant_id, operated_by=new.operated_by, max_attempts=new.max_attempts,
+        unique_key=new.unique_key, attempts=0, run_after=row[1], created_at=row[2],
+        updated_at=row[3], history=[], cancel_requested=False,
+    )
+    job._state.adding = False
+    job._state.db = alias
+    job.deduplicated = False  # type: ignore[attr-defined]
+    return job
+
+
+def enqueue_many(
+    type: str,  # noqa: A002
+    configs: Iterable[Mapping[str, Any] | None],
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    run_after: datetime | timedelta | float | None = None,
+    trace_id: str | None = None,
+    tenant_id: Any = None,
+    operated_by: Any = None,
+    max_attempts: int | None = None,
+    using: str | None = None,
+) -> list[int]:
+    """Insert one job per config, all sharing the other options; returns their ids in order.
+
+    One INSERT per 5,000 jobs, all in the caller's transaction; every config is validated first,
+    so a bad one refuses the whole batch and writes nothing.
+    """
+    new = _prepare(
+        type, queue=queue, priority=priority, run_after=run_after, trace_id=trace_id,
+        tenant_id=tenant_id, operated_by=operated_by, max_attempts=max_attempts, unique_key=None,
+    )
+    encoded = []
+    for i, config in enumerate(configs):
+        try:
+            encoded.append(_encode(config))
+        except InvalidJobOption:
+            raise
+        except Exception as exc:
+            raise type_error_at(exc, i) from None
+    if not encoded:
+        return []
+    from django.db import transaction
+
+    alias = using or conf.get("DATABASE")
+    with transaction.atomic(using=alias):
+        return queries.insert_many(new, encoded, using=alias)
+
+
+def type_error_at(exc: Exception, index: int) -> Exception:
+    """Re-raise a config error naming the position of the bad config in the batch."""
+    return exc.__class__(f"configs[{index}]: {exc}")

@@ -1,0 +1,110 @@
+"""manage.py runjobs: flags -> WorkerOptions -> Worker(...).run()."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from ... import conf
+from ...exceptions import InvalidJobOption
+from ...validation import check_queue
+from ...worker import Worker, WorkerOptions
+
+
+def _queues(value: str) -> list[str]:
+    names = [q.strip() for q in value.split(",") if q.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of queue names")
+    try:
+        return [check_queue(q) for q in names]
+    except InvalidJobOption as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {n}")
+    return n
+
+
+def _seconds(value: str) -> float:
+    try:
+        s = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
+    if not (s >= 0 and s < 10**7):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {value!r}")
+    return s
+
+
+def _positive_seconds(value: str) -> float:
+    s = _seconds(value)
+    if s <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {value!r}")
+    return s
+
+
+def _worker_id(value: str) -> str:
+    if not value or len(value) > 200 or not value.isprintable():
+        raise argparse.ArgumentTypeError("worker id must be 1-200 printable characters")
+    return value
+
+
+class Command(BaseCommand):
+    help = "Run a django-pgjobs worker: claim due jobs, run their handlers, record the outcome."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--queues", type=_queues, help="comma-separated queues (default: all)")
+        parser.add_argument("--concurrency", type=_positive_int,
+                            help="handler threads, each with its own connection")
+        parser.add_argument("--batch-size", type=_positive_int,
+                            help="max jobs claimed per round trip (never more than free threads)")
+        parser.add_argument("--burst", action="store_true",
+                            help="process every due job, then exit 0")
+        parser.add_argument("--max-jobs", type=_positive_int, help="exit after this many jobs")
+        parser.add_argument("--poll-interval", type=_positive_seconds,
+                            help="seconds between polls when no NOTIFY arrives")
+        parser.add_argument("--shutdown-timeout", type=_seconds,
+                            help="seconds running jobs get to finish after SIGTERM")
+        parser.add_argument("--worker-id", type=_worker_id, help="name shown in logs and admin")
+        parser.add_argument("--lease", type=_positive_seconds, dest="lease_seconds",
+                            help="lease duration in seconds (default PGJOBS['LEASE_SECONDS'])")
+        parser.add_argument("--reap-interval", type=_positive_seconds,
+                            help="seconds between expired-lease checks")
+        parser.add_argument("--no-listen", action="store_true",
+                            help="do not LISTEN for wakeups; poll only")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        _setup_logging(opts["verbosity"])
+        options = WorkerOptions.from_settings(
+            queues=opts["queues"], concurrency=opts["concurrency"],
+            batch_size=opts["batch_size"], burst=opts["burst"] or None,
+            max_jobs=opts["max_jobs"], poll_interval=opts["poll_interval"],
+            shutdown_timeout=opts["shutdown_timeout"], worker_id=opts["worker_id"],
+            lease_seconds=opts["lease_seconds"], reap_interval=opts["reap_interval"],
+            listen=False if opts["no_listen"] else None,
+        )
+        code = Worker(options).run()
+        if code:
+            sys.exit(code)
+
+
+def _setup_logging(verbosity: int) -> None:
+    """Show the worker's log lines on stderr unless the project configured logging for them."""
+    logger = logging.getLogger("django_pgjobs")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    _ = conf  # settings are read lazily by the worker

@@ -1,0 +1,135 @@
+"""The jobs table (the seed's `jobs`, plus queue, priority and lease columns) and live workers.
+
+Every state change of a job goes through ``queries.py``; the model is for reading, the admin and
+the ORM-minded user.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+from .status import ACTIVE_STATUSES, JobStatus
+from .tables import JOB_TABLE, WORKER_TABLE
+from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_PATTERN
+
+
+
+class Job(models.Model):
+    # GENERATED ALWAYS AS IDENTITY (set in the migration): the application never picks an id.
+    id = models.BigAutoField(primary_key=True)
+    tenant_id = models.CharField(max_length=255, null=True, blank=True)
+    type = models.CharField(max_length=255)
+    operated_by = models.CharField(
+        max_length=255, null=True, blank=True, help_text="Who asked for the job (a user id)."
+    )
+    queue = models.CharField(max_length=63, default="default", db_default="default")
+    priority = models.SmallIntegerField(default=0, db_default=0, help_text="Higher runs first.")
+    status = models.CharField(
+        max_length=32, choices=JobStatus.choices, default=JobStatus.PENDING,
+        db_default=JobStatus.PENDING,
+    )
+    config = models.JSONField(default=dict, db_default={}, help_text="Immutable inputs.")
+    result = models.JSONField(default=dict, db_default={}, help_text="Merged as the job runs.")
+    error = models.TextField(null=True, blank=True)
+    trace_id = models.CharField(max_length=255, null=True, blank=True)
+    unique_key = models.CharField(
+        max_length=255, null=True, blank=True,
+        help_text="While a job with this key is pending or running, enqueue returns it.",
+    )
+    attempts = models.IntegerField(default=0, db_default=0)
+    max_attempts = models.IntegerField(default=5, db_default=5)
+    run_after = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+    # The lease: who runs the job, with which token, until when.
+    locked_by = models.CharField(max_length=255, null=True, blank=True)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False, db_default=False)
+    # One entry per attempt that did not end the job (retry, lease expiry, shutdown release).
+    history = models.JSONField(default=list, db_default=[], blank=True)
+
+    class Meta:
+        db_table = JOB_TABLE
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="pgjobs_job_status_valid"
+            ),
+            models.CheckConstraint(condition=Q(attempts__gte=0), name="pgjobs_job_attempts_gte_0"),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="pgjobs_job_max_attempts_gte_1"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=PRIORITY_MIN) & Q(priority__lte=PRIORITY_MAX),
+                name="pgjobs_job_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(queue__regex=QUEUE_NAME_PATTERN), name="pgjobs_job_queue_name"
+            ),
+            # A RUNNING job always has a lease; nothing else has one.
+            models.CheckConstraint(
+                condition=(
+                    Q(status=JobStatus.RUNNING, lease_token__isnull=False,
+                      lease_expires_at__isnull=False)
+                    | (~Q(status=JobStatus.RUNNING) & Q(lease_token__isnull=True))
+                ),
+                name="pgjobs_job_lease_iff_running",
+            ),
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                condition=Q(unique_key__isnull=False, status__in=ACTIVE_STATUSES),
+                name="pgjobs_job_unique_key_active",
+            ),
+        ]
+        indexes = [
+            # The claim: pending jobs in claim order. Partial, so finished jobs never weigh on it.
+            models.Index(
+                F("priority").desc(), "run_after", "id",
+                name="pgjobs_job_claim_idx",
+                condition=Q(status=JobStatus.PENDING),
+            ),
+            # The reaper: running jobs by lease expiry.
+            models.Index(
+                "lease_expires_at", name="pgjobs_job_lease_idx", condition=Q(status=JobStatus.RUNNING)
+            ),
+            # The seed's listing index.
+            models.Index(
+                "type", "tenant_id", F("created_at").desc(), name="pgjobs_job_type_tenant_idx"
+            ),
+            # The seed's stats index: finished jobs by time, covering what percentiles need.
+            models.Index(
+                "finished_at", name="pgjobs_job_stats_idx",
+                include=["type", "duration_ms", "status"],
+                condition=Q(finished_at__isnull=False),
+            ),
+            models.Index("trace_id", name="pgjobs_job_trace_idx", condition=Q(trace_id__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type}#{self.id} ({self.status})"
+
+
+class Worker(models.Model):
+    """A running ``runjobs`` process, upserted at every heartbeat (the admin's live workers)."""
+
+    worker_id = models.CharField(max_length=255, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    queues = models.JSONField(default=list)
+    concurrency = models.IntegerField()
+    started_at = models.DateTimeField(db_default=Now())
+    last_heartbeat = models.DateTimeField(db_default=Now())
+    jobs_done = models.BigIntegerField(default=0, db_default=0)
+
+    class Meta:
+        db_table = WORKER_TABLE
+        ordering = ["-last_heartbeat"]
+
+    def __str__(self) -> str:
+        return self.worker_id

@@ -1,0 +1,486 @@
+"""THE room for SQL that changes job state.
+
+Every transition of the state machine is one statement here, fenced by the database:
+
+    enqueue      (nothing)  -> PENDING              INSERT, NOTIFY in the caller's transaction
+    claim        PENDING    -> RUNNING              lock with SKIP LOCKED, attempts + 1, new lease
+    heartbeat    RUNNING    -> RUNNING              extend the lease of jobs we still hold
+    finalize     RUNNING    -> COMPLETED | COMPLETED_WITH_ERRORS | FAILED | PENDING (retry)
+    release      RUNNING    -> PENDING              shutdown: attempt refunded
+    reap         RUNNING    -> PENDING | FAILED     lease expired (worker died)
+    retry        FAILED | COMPLETED_WITH_ERRORS | CANCELLED -> PENDING   (manual)
+    cancel       PENDING -> CANCELLED; RUNNING -> cancel requested
+
+A worker only ever writes a job through its lease token: a statement that finds the token gone
+(reaped, released, finalized) changes nothing and the caller is told so. Times are the database
+clock (``now()``); durations are measured by the worker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connections
+
+from . import conf
+from .tables import JOB_TABLE, WORKER_TABLE
+from .status import JobStatus
+
+T = JOB_TABLE
+
+
+def _cursor(using: str | None):
+    return connections[using or conf.get("DATABASE")].cursor()
+
+
+# --- enqueue -----------------------------------------------------------------------------------
+
+_INSERT_COLUMNS = (
+    "type, queue, priority, config, trace_id, tenant_id, operated_by, max_attempts, unique_key, "
+    "run_after"
+)
+_RETURN_COLUMNS = "id, run_after, created_at, updated_at"
+
+_INSERT_ONE = f"""
+WITH ins AS (
+    INSERT INTO {T} ({_INSERT_COLUMNS})
+    VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
+            COALESCE(%s::timestamptz, now() + %s * interval '1 second'))
+    {{on_conflict}}
+    RETURNING {_RETURN_COLUMNS}, queue
+)
+SELECT {_RETURN_COLUMNS},
+       CASE WHEN run_after <= now() THEN pg_notify(%s, queue)::text END
+FROM ins
+"""
+
+_ON_CONFLICT_UNIQUE = (
+    "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL "
+    "AND status IN ('PENDING', 'RUNNING') DO NOTHING"
+)
+
+
+@dataclass(slots=True)
+class NewJob:
+    type: str
+    queue: str
+    priority: int
+    config_json: str
+    trace_id: str | None
+    tenant_id: str | None
+    operated_by: str | None
+    max_attempts: int
+    unique_key: str | None
+    run_at: datetime | None  # absolute time, or
+    delay: float  # seconds from the database's now()
+
+
+def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, datetime, datetime] | None:
+    """Insert one job and NOTIFY the workers (delivered on commit). None: unique key taken."""
+    sql = _INSERT_ONE.format(on_conflict=_ON_CONFLICT_UNIQUE if job.unique_key else "")
+    params = (
+        job.type, job.queue, job.priority, job.config_json, job.trace_id, job.tenant_id,
+        job.operated_by, job.max_attempts, job.unique_key, job.run_at, job.delay,
+        conf.get("NOTIFY_CHANNEL"),
+    )
+    with _cursor(using) as cur:
+        cur.execute(sql, params)
+        row = cur.fetchone()
+    return None if row is None else (row[0], row[1], row[2], row[3])
+
+
+def find_active_by_unique_key(unique_key: str, using: str | None = None) -> int | None:
+    with _cursor(using) as cur:
+        cur.execute(
+            f"SELECT id FROM {T} WHERE unique_key = %s AND status IN ('PENDING', 'RUNNING')",
+            [unique_key],
+        )
+        row = cur.fetchone()
+    return None if row is None else row[0]
+
+
+_INSERT_MANY = f"""
+WITH ins AS (
+    INSERT INTO {T} ({_INSERT_COLUMNS})
+    SELECT %s, %s, %s, c.value, %s, %s, %s, %s, NULL,
+           COALESCE(%s::timestamptz, now() + %s * interval '1 second')
+    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS c(value, n)
+    ORDER BY c.n
+    RETURNING id, run_after, queue
+), wake AS (
+    SELECT pg_notify(%s, queue) FROM ins WHERE run_after <= now() LIMIT 1
+)
+SELECT id, (SELECT count(*) FROM wake) FROM ins ORDER BY id
+"""
+
+
+def insert_many(
+    job: NewJob, configs_json: Sequence[str], using: str | None = None
+) -> list[int]:
+    """Insert many jobs sharing every option but the config, in one statement per chunk."""
+    ids: list[int] = []
+    chunk = 5000
+    with _cursor(using) as cur:
+        for start in range(0, len(configs_json), chunk):
+            array = "[" + ",".join(configs_json[start : start + chunk]) + "]"
+            cur.execute(
+                _INSERT_MANY,
+                (
+                    job.type, job.queue, job.priority, job.trace_id, job.tenant_id,
+                    job.operated_by, job.max_attempts, job.run_at, job.delay, array,
+                    conf.get("NOTIFY_CHANNEL"),
+                ),
+            )
+            ids.extend(r[0] for r in cur.fetchall())
+    return ids
+
+
+# --- claim -------------------------------------------------------------------------------------
+
+# The lock is taken in a MATERIALIZED CTE so that LIMIT is applied exactly once:
+# `UPDATE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` may re-run the subquery
+# and claim more than n rows (PostgreSQL bug #15715).
+_CLAIM = f"""
+WITH picked AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE status = 'PENDING' AND run_after <= now()
+      AND type = ANY(%(types)s::text[])
+      AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
+    ORDER BY priority DESC, run_after, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {T} j
+SET status = 'RUNNING',
+    attempts = j.attempts + 1,
+    locked_by = %(worker)s,
+    lease_token = gen_random_uuid(),
+    lease_expires_at = now() + %(lease)s * interval '1 second',
+    started_at = now(),
+    finished_at = NULL,
+    updated_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
+          j.trace_id, j.tenant_id, j.lease_token, j.created_at, j.cancel_requested
+"""
+
+
+@dataclass(slots=True)
+class ClaimedRow:
+    id: int
+    type: str
+    queue: str
+    priority: int
+    config: dict[str, Any]
+    attempts: int
+    max_attempts: int
+    trace_id: str | None
+    tenant_id: str | None
+    lease_token: UUID
+    created_at: datetime
+    cancel_requested: bool
+
+
+def claim(
+    *,
+    worker_id: str,
+    types: Sequence[str],
+    queues: Sequence[str] | None,
+    limit: int,
+    lease_seconds: float,
+    using: str | None = None,
+) -> list[ClaimedRow]:
+    """Lock up to ``limit`` due jobs and make them RUNNING under a fresh lease, in one statement."""
+    if limit <= 0 or not types:
+        return []
+    params = {
+        "types": list(types),
+        "all_queues": queues is None,
+        "queues": list(queues or []),
+        "limit": limit,
+        "worker": worker_id,
+        "lease": lease_seconds,
+    }
+    with _cursor(using) as cur:
+        cur.execute(_CLAIM, params)
+        rows = cur.fetchall()
+    claimed = [
+        ClaimedRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], r[8],
+                   r[9] if isinstance(r[9], UUID) else UUID(str(r[9])), r[10], r[11])
+        for r in rows
+    ]
+    claimed.sort(key=lambda c: (-c.priority, c.id))
+    return claimed
+
+
+# --- finalize ----------------------------------------------------------------------------------
+
+_FINALIZE = f"""
+WITH v AS (
+    SELECT * FROM jsonb_to_recordset(%s::jsonb) AS v(
+        id bigint, token uuid, attempt int, status text, result jsonb, error text,
+        duration_ms bigint, delay double precision, run_at timestamptz, note text)
+)
+UPDATE {T} j
+SET status = v.status,
+    result = CASE WHEN v.result IS NULL THEN j.result ELSE j.result || v.result END,
+    error = v.error,
+    duration_ms = v.duration_ms,
+    finished_at = CASE WHEN v.status = 'PENDING' THEN NULL
+                       ELSE j.started_at + v.duration_ms * interval '1 millisecond' END,
+    run_after = CASE WHEN v.status = 'PENDING'
+                     THEN COALESCE(v.run_at, now() + v.delay * interval '1 second')
+                     ELSE j.run_after END,
+    history = CASE WHEN v.status = 'PENDING' OR v.status = 'FAILED'
+                   THEN j.history || jsonb_build_array(jsonb_build_object(
+                        'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at,
+                        'duration_ms', v.duration_ms, 'error', left(v.error, 2000),
+                        'outcome', COALESCE(v.note, v.status)))
+                   ELSE j.history END,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now()
+FROM v
+WHERE j.id = v.id AND j.lease_token = v.token AND j.attempts = v.attempt
+  AND j.status = 'RUNNING'
+RETURNING j.id
+"""
+
+
+@dataclass(slots=True)
+class Completion:
+    """What a worker writes when a run ends. ``status`` PENDING means: retry later."""
+
+    id: int
+    token: UUID
+    attempt: int
+    status: str
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    duration_ms: int = 0
+    delay: float | None = None
+    run_at: datetime | None = None
+    note: str | None = None
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "token": str(self.token), "attempt": self.attempt,
+            "status": self.status, "result": self.result, "error": self.error,
+            "duration_ms": self.duration_ms, "delay": self.delay,
+            "run_at": self.run_at.isoformat() if self.run_at else None, "note": self.note,
+        }
+
+
+def finalize(completions: Sequence[Completion], using: str | None = None) -> set[int]:
+    """Record the end of runs we still hold; returns the ids written.
+
+    An id missing from the answer lost its lease (reaped, released, cancelled): nothing was
+    overwritten.
+    """
+    if not completions:
+        return set()
+    payload = json.dumps([c.as_record() for c in completions], separators=(",", ":"))
+    with _cursor(using) as cur:
+        cur.execute(_FINALIZE, [payload])
+        return {r[0] for r in cur.fetchall()}
+
+
+# --- leases ------------------------------------------------------------------------------------
+
+_HEARTBEAT = f"""
+UPDATE {T} j SET lease_expires_at = now() + %s * interval '1 second'
+FROM unnest(%s::bigint[], %s::uuid[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'RUNNING'
+RETURNING j.id, j.cancel_requested
+"""
+
+
+def heartbeat(
+    leases: Sequence[tuple[int, UUID]], lease_seconds: float, using: str | None = None
+) -> dict[int, bool]:
+    """Extend the leases we still hold. Returns {job id: cancel_requested}; a missing id is lost."""
+    if not leases:
+        return {}
+    with _cursor(using) as cur:
+        cur.execute(
+            _HEARTBEAT,
+            [lease_seconds, [i for i, _ in leases], [str(t) for _, t in leases]],
+        )
+        return {r[0]: r[1] for r in cur.fetchall()}
+
+
+_RELEASE = f"""
+UPDATE {T} j
+SET status = 'PENDING',
+    attempts = j.attempts - CASE WHEN %s THEN 1 ELSE 0 END,
+    run_after = now(),
+    started_at = NULL,
+    history = j.history || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at,
+        'outcome', 'released', 'error', %s::text)),
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now()
+FROM unnest(%s::bigint[], %s::uuid[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'RUNNING'
+RETURNING j.id
+"""
+
+
+def release(
+    leases: Sequence[tuple[int, UUID]],
+    *,
+    reason: str,
+    refund_attempt: bool = True,
+    using: str | None = None,
+) -> set[int]:
+    """Give jobs back to the queue now (worker shutdown). The attempt is refunded by default."""
+    if not leases:
+        return set()
+    with _cursor(using) as cur:
+        cur.execute(
+            _RELEASE,
+            [refund_attempt, reason, [i for i, _ in leases], [str(t) for _, t in leases]],
+        )
+        return {r[0] for r in cur.fetchall()}
+
+
+_REAP = f"""
+WITH expired AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE status = 'RUNNING' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {T} j
+SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+    error = 'lease expired: worker ' || COALESCE(j.locked_by, '?')
+            || ' stopped renewing it (crashed, killed or stalled) during attempt '
+            || j.attempts || '/' || j.max_attempts,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+    run_after = CASE WHEN j.attempts >= j.max_attempts THEN j.run_after
+                ELSE now() + LEAST(%(cap)s, %(base)s * power(2, GREATEST(j.attempts, 1) - 1))
+                             * interval '1 second' END,
+    history = j.history || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at,
+        'outcome', 'lease_expired', 'error', 'lease expired')),
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now()
+FROM expired
+WHERE j.id = expired.id AND j.status = 'RUNNING' AND j.lease_expires_at < now()
+RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts
+"""
+
+
+def reap(*, limit: int = 500, using: str | None = None) -> list[tuple[int, str, str, int, int]]:
+    """Rescue RUNNING jobs whose lease expired: back to PENDING with backoff, or FAILED.
+
+    Idempotent and safe to run from every worker at once (SKIP LOCKED, re-checked condition).
+    """
+    params = {"limit": limit, "base": conf.get("BACKOFF_BASE"), "cap": conf.get("BACKOFF_MAX")}
+    with _cursor(using) as cur:
+        cur.execute(_REAP, params)
+        return [tuple(r) for r in cur.fetchall()]  # type: ignore[misc]
+
+
+# --- operator actions (admin, management commands) ---------------------------------------------
+
+
+def retry_now(ids: Iterable[int], using: str | None = None) -> list[int]:
+    """FAILED / COMPLETED_WITH_ERRORS / CANCELLED -> PENDING, due now, with a fresh attempt budget."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""UPDATE {T} SET status = 'PENDING', run_after = now(), attempts = 0,
+                    finished_at = NULL, cancel_requested = false, updated_at = now(),
+                    history = history || jsonb_build_array(jsonb_build_object(
+                        'outcome', 'manual_retry', 'previous_status', status,
+                        'error', left(error, 2000), 'attempt', attempts))
+                WHERE id = ANY(%s::bigint[])
+                  AND status IN ('FAILED', 'COMPLETED_WITH_ERRORS', 'CANCELLED')
+                RETURNING id""",
+            [list(ids)],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+def run_now(ids: Iterable[int], using: str | None = None) -> list[int]:
+    """PENDING jobs scheduled for later -> due now."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""UPDATE {T} SET run_after = now(), updated_at = now()
+                WHERE id = ANY(%s::bigint[]) AND status = 'PENDING' AND run_after > now()
+                RETURNING id""",
+            [list(ids)],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], list[int]]:
+    """PENDING -> CANCELLED at once; RUNNING -> cancel requested (the handler may observe it).
+
+    Returns (cancelled ids, cancel-requested ids).
+    """
+    ids = list(ids)
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""UPDATE {T} SET status = 'CANCELLED', finished_at = now(), updated_at = now(),
+                    error = COALESCE(error, 'cancelled')
+                WHERE id = ANY(%s::bigint[]) AND status = 'PENDING' RETURNING id""",
+            [ids],
+        )
+        cancelled = [r[0] for r in cur.fetchall()]
+        cur.execute(
+            f"""UPDATE {T} SET cancel_requested = true, updated_at = now()
+                WHERE id = ANY(%s::bigint[]) AND status = 'RUNNING' AND NOT cancel_requested
+                RETURNING id""",
+            [ids],
+        )
+        requested = [r[0] for r in cur.fetchall()]
+    return cancelled, requested
+
+
+# --- workers -----------------------------------------------------------------------------------
+
+
+def upsert_worker(
+    *, worker_id: str, hostname: str, pid: int, queues: list[str], concurrency: int,
+    jobs_done: int, using: str | None = None,
+) -> None:
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""INSERT INTO {WORKER_TABLE}
+                    (worker_id, hostname, pid, queues, concurrency, jobs_done,
+                     started_at, last_heartbeat)
+                VALUES (%s, %s, %s, %s::jsonb, %s, %s, now(), now())
+                ON CONFLICT (worker_id) DO UPDATE
+                SET last_heartbeat = now(), jobs_done = EXCLUDED.jobs_done""",
+            [worker_id, hostname, pid, json.dumps(queues), concurrency, jobs_done],
+        )
+
+
+def delete_worker(worker_id: str, using: str | None = None) -> None:
+    with _cursor(using) as cur:
+        cur.execute(f"DELETE FROM {WORKER_TABLE} WHERE worker_id = %s", [worker_id])
+
+
+def unknown_due_types(known: Sequence[str], using: str | None = None) -> list[tuple[str, int]]:
+    """Due PENDING jobs whose type no handler here knows (they are left pending, never run)."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""SELECT type, count(*) FROM {T}
+                WHERE status = 'PENDING' AND run_after <= now() AND NOT (type = ANY(%s::text[]))
+                GROUP BY type ORDER BY count(*) DESC LIMIT 20""",
+            [list(known)],
+        )
+        return [(r[0], r[1]) for r in cur.fetchall()]
+
+
+STATUS_VALUES = tuple(JobStatus.values)

@@ -1,0 +1,122 @@
+"""Job type -> handler. The worker dispatches only through this table: a type read from the
+database is looked up here and never imported."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import autodiscover_modules
+
+from . import conf
+from .validation import check_max_attempts, check_priority, check_queue
+
+BackoffFn = Callable[[int], float]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    type: str
+    func: Callable[..., Any]
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    backoff_base: float | None = None
+    backoff_max: float | None = None
+    backoff: BackoffFn | None = None
+    timeout: float | None = None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
+
+    def effective_queue(self) -> str:
+        return self.queue or conf.get("DEFAULT_QUEUE")
+
+    def effective_max_attempts(self) -> int:
+        return self.max_attempts or conf.get("MAX_ATTEMPTS")
+
+    def effective_timeout(self) -> float | None:
+        return self.timeout if self.timeout is not None else conf.get("TIMEOUT")
+
+
+_registry: dict[str, HandlerSpec] = {}
+
+
+def register(spec: HandlerSpec) -> HandlerSpec:
+    existing = _registry.get(spec.type)
+    if existing is not None and existing.func is not spec.func:
+        same_place = (
+            getattr(existing.func, "__module__", None) == getattr(spec.func, "__module__", None)
+            and getattr(existing.func, "__qualname__", None)
+            == getattr(spec.func, "__qualname__", None)
+        )
+        if not same_place:  # re-import of the same module (autoreload, tests) is fine
+            raise ImproperlyConfigured(
+                f"job type {spec.type!r} is registered twice: by "
+                f"{existing.func.__module__}.{existing.func.__qualname__} and "
+                f"{spec.func.__module__}.{spec.func.__qualname__}"
+            )
+    _registry[spec.type] = spec
+    return spec
+
+
+def handler(
+    type: str,  # noqa: A002 - the job type, as stored in the `type` column
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    backoff_base: float | None = None,
+    backoff_max: float | None = None,
+    backoff: BackoffFn | None = None,
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``func(job)`` as the handler of a job type, with that type's defaults.
+
+    ``backoff`` is either ``backoff_base``/``backoff_max`` (exponential: base * 2**(attempt-1),
+    capped, with jitter) or a callable ``attempt -> seconds``.
+    """
+    if not isinstance(type, str) or not type or len(type) > 255:
+        raise ImproperlyConfigured(f"job type must be a non-empty string of <= 255 chars: {type!r}")
+    if queue is not None:
+        check_queue(queue)
+    if priority is not None:
+        check_priority(priority)
+    if max_attempts is not None:
+        check_max_attempts(max_attempts)
+    if timeout is not None and timeout <= 0:
+        raise ImproperlyConfigured(f"timeout must be > 0 seconds, got {timeout!r}")
+
+    def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+        register(
+            HandlerSpec(
+                type=type, func=func, queue=queue, priority=priority, max_attempts=max_attempts,
+                backoff_base=backoff_base, backoff_max=backoff_max, backoff=backoff,
+                timeout=timeout,
+            )
+        )
+        return func
+
+    return decorator
+
+
+def get(job_type: str) -> HandlerSpec | None:
+    return _registry.get(job_type)
+
+
+def registered_types() -> list[str]:
+    return list(_registry)
+
+
+def unregister(job_type: str) -> None:
+    """Remove a type (for tests)."""
+    _registry.pop(job_type, None)
+
+
+def autodiscover() -> None:
+    for module in conf.get("AUTODISCOVER_MODULES"):
+        autodiscover_modules(module)

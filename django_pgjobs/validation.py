@@ -1,0 +1,125 @@
+"""Checks run at enqueue, before any SQL: a refused job leaves the caller's transaction usable."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .exceptions import ConfigTooLarge, InvalidJobConfig, InvalidJobOption
+
+# Queue names travel in NOTIFY payloads, log lines and admin URLs: keep them boring.
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$"
+_QUEUE_NAME_RE = re.compile(QUEUE_NAME_PATTERN)
+PRIORITY_MIN, PRIORITY_MAX = -100, 100  # the range of django.tasks
+
+
+def check_queue(name: Any) -> str:
+    if not isinstance(name, str) or not _QUEUE_NAME_RE.match(name):
+        raise InvalidJobOption(
+            f"invalid queue name {name!r}: use 1-63 characters among letters, digits and "
+            "'_.:-', starting with a letter, digit or '_'"
+        )
+    return name
+
+
+def check_priority(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJobOption(f"priority must be an int, got {type(value).__name__}")
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise InvalidJobOption(
+            f"priority {value} is out of range [{PRIORITY_MIN}, {PRIORITY_MAX}] "
+            "(higher runs first)"
+        )
+    return value
+
+
+def check_max_attempts(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidJobOption(f"max_attempts must be an int >= 1, got {value!r}")
+    return value
+
+
+def _where(path: list[str]) -> str:
+    return "config" + "".join(path) if path else "config"
+
+
+def _check_string(s: str, path: list[str]) -> None:
+    if "\x00" in s:
+        raise InvalidJobConfig(
+            f"{_where(path)} contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot "
+            "store; strip it or encode the value (e.g. base64)"
+        )
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidJobConfig(
+            f"{_where(path)} contains a lone surrogate ({exc.reason}); it is not valid UTF-8"
+        ) from None
+
+
+def check_json_value(value: Any, *, max_depth: int, path: list[str] | None = None) -> None:
+    """Raise InvalidJobConfig unless ``value`` is plain JSON that jsonb stores unchanged.
+
+    Iterative, so a 10,000-level nesting is refused cleanly instead of blowing the stack.
+    """
+    stack: list[tuple[Any, list[str], int]] = [(value, path or [], 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if depth > max_depth:
+            raise InvalidJobConfig(
+                f"{_where(where)} is nested deeper than {max_depth} levels "
+                "(PGJOBS['MAX_CONFIG_DEPTH'])"
+            )
+        if item is None or isinstance(item, bool | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidJobConfig(
+                    f"{_where(where)} is {item!r}: NaN and Infinity are not JSON"
+                )
+            continue
+        if isinstance(item, str):
+            _check_string(item, where)
+            continue
+        if isinstance(item, list | tuple):
+            for i, v in enumerate(item):
+                stack.append((v, [*where, f"[{i}]"], depth + 1))
+            continue
+        if isinstance(item, Mapping):
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    raise InvalidJobConfig(
+                        f"{_where(where)} has a key {k!r} of type {type(k).__name__}: "
+                        "JSON object keys must be strings"
+                    )
+                _check_string(k, where)
+                stack.append((v, [*where, f"[{k!r}]"], depth + 1))
+            continue
+        raise InvalidJobConfig(
+            f"{_where(where)} is a {type(item).__module__}.{type(item).__qualname__}, which is "
+            "not JSON: pass plain data (str, int, float, bool, None, list, dict) — e.g. an id "
+            "instead of a model instance, an ISO string instead of a datetime"
+        )
+
+
+def encode_config(config: Any, *, max_bytes: int, max_depth: int) -> str:
+    """Validate and serialise a job config; returns the JSON text sent to PostgreSQL."""
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise InvalidJobConfig(
+            f"config must be a JSON object (a dict), got {type(config).__name__}"
+        )
+    check_json_value(config, max_depth=max_depth)
+    text = json.dumps(config, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise ConfigTooLarge(
+            f"config is {size:,} bytes, over the {max_bytes:,}-byte limit "
+            "(PGJOBS['MAX_CONFIG_BYTES']); store the payload elsewhere (a file, a table) and "
+            "pass its reference"
+        )
+    return text

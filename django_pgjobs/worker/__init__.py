@@ -1,0 +1,3 @@
+from .loop import Worker, WorkerOptions
+
+__all__ = ["Worker", "WorkerOptions"]

@@ -1,0 +1,131 @@
+"""Run one handler and turn whatever happened into a Completion. Never writes job state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import traceback
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from .. import conf, retry
+from ..context import JobContext
+from ..exceptions import Fail, Retry
+from ..queries import Completion
+from ..registry import HandlerSpec
+from ..status import JobStatus
+from ..tracing import current_job_id, current_trace_id
+
+logger = logging.getLogger("django_pgjobs.worker")
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    tail = limit - head - 60
+    return f"{text[:head]}\n… [{len(text) - head - tail:,} characters truncated] …\n{text[-tail:]}"
+
+
+def format_error(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc))
+    return truncate(text, conf.get("MAX_ERROR_CHARS"))
+
+
+def _call(spec: HandlerSpec, job: JobContext) -> Any:
+    if spec.is_async:
+        return asyncio.run(spec.func(job))
+    return spec.func(job)
+
+
+def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object merged into job.result, or an error explaining why it cannot be stored."""
+    if value is None:
+        patch: dict[str, Any] = {}
+    elif isinstance(value, dict):
+        patch = value
+    else:
+        patch = {"value": value}
+    if job.item_errors:
+        patch = {**patch, "errors": job.item_errors}
+    if not patch:
+        return None, None
+    try:
+        text = json.dumps(patch, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return None, f"handler returned a result that is not JSON ({exc}); nothing was stored"
+    if "\\u0000" in text:
+        return None, "handler returned a result containing NUL (\\u0000), which jsonb cannot store"
+    limit = conf.get("MAX_RESULT_BYTES")
+    if len(text) > limit:
+        return {"result_truncated": True, "result_bytes": len(text)}, None
+    return patch, None
+
+
+def execute(spec: HandlerSpec, job: JobContext) -> Completion:
+    """Call the handler and decide the job's next state. Catches everything, even SystemExit."""
+    trace_token = current_trace_id.set(job.trace_id)
+    job_token = current_job_id.set(job.id)
+    started = time.monotonic()
+    try:
+        value = _call(spec, job)
+    except BaseException as exc:  # noqa: BLE001 - a handler must never take the worker down
+        duration_ms = int((time.monotonic() - started) * 1000)
+        return _on_error(spec, job, exc, duration_ms)
+    finally:
+        current_trace_id.reset(trace_token)
+        current_job_id.reset(job_token)
+        _reset_connections()
+    duration_ms = int((time.monotonic() - started) * 1000)
+    patch, bad_result = _result_patch(value, job)
+    done = Completion(id=job.id, token=job.lease_token, attempt=job.attempts, status="", duration_ms=duration_ms)
+    if bad_result is not None:
+        done.status = JobStatus.FAILED
+        done.error = bad_result
+        return done
+    done.status = JobStatus.COMPLETED_WITH_ERRORS if job.item_errors else JobStatus.COMPLETED
+    done.result = patch
+    return done
+
+
+def _on_error(spec: HandlerSpec, job: JobContext, exc: BaseException, duration_ms: int) -> Completion:
+    done = Completion(
+        id=job.id, token=job.lease_token, attempt=job.attempts, status=JobStatus.FAILED,
+        error=format_error(exc), duration_ms=duration_ms,
+    )
+    if isinstance(exc, Fail):
+        done.note = "failed"
+        return done
+    if not retry.attempts_left(job.attempts, job.max_attempts):
+        done.note = "attempts_exhausted"
+        return done
+    done.status = JobStatus.PENDING
+    if isinstance(exc, Retry) and exc.at is not None:
+        done.run_at = exc.at if isinstance(exc.at, datetime) else None
+    elif isinstance(exc, Retry) and exc.delay is not None:
+        done.delay = max(0.0, float(exc.delay))
+    else:
+        done.delay = retry.retry_delay(spec, job.attempts)
+    done.note = "retry"
+    return done
+
+
+def _reset_connections() -> None:
+    """Leave this thread's connections usable for the next job (a handler may break them)."""
+    for conn in connections.all(initialized_only=True):
+        if conn.in_atomic_block:
+            logger.warning(
+                "a handler left a transaction open on %r; rolling it back", conn.alias,
+                extra={"action": "job.leaked_transaction"},
+            )
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001,S110
+                pass
+            continue
+        if conn.errors_occurred:
+            conn.close_if_unusable_or_obsolete()

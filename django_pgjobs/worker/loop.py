@@ -1,0 +1,534 @@
+"""The worker: claim -> run -> finalize, plus heartbeat, reaper and graceful shutdown.
+
+One main thread owns the database conversation about job state (claim, finalize, heartbeat,
+reap, release). ``concurrency`` daemon threads run handlers, each with its own Django
+connection for the handler's queries. A listener thread turns NOTIFY into a wakeup.
+
+    run()
+      start()                      signals, listener, worker row
+      while running:
+        step()                     = run_once()
+          finalize_finished()      one UPDATE for every run that ended since the last step
+          maintain()               heartbeat / timeouts / reaper, when due
+          claim_and_dispatch()     one UPDATE … SKIP LOCKED for as many jobs as free threads
+        wait()                     NOTIFY, a finished run, or the poll interval
+      shutdown()                   release unstarted jobs, drain running ones, release the rest
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db.backends.signals import connection_created
+
+from .. import conf, queries, registry, signals
+from ..context import JobContext
+from ..exceptions import JobTimeout
+from ..queries import ClaimedRow, Completion
+from ..registry import HandlerSpec
+from ..status import JobStatus
+from . import executor
+from .listener import Listener
+
+logger = logging.getLogger("django_pgjobs.worker")
+
+QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "released", "abandoned"
+
+
+@dataclass
+class WorkerOptions:
+    queues: list[str] | None = None  # None: every queue
+    concurrency: int = 4
+    batch_size: int = 50
+    burst: bool = False
+    max_jobs: int | None = None
+    poll_interval: float = 1.0
+    shutdown_timeout: float = 30.0
+    worker_id: str | None = None
+    lease_seconds: float = 30.0
+    reap_interval: float = 10.0
+    listen: bool = True
+    install_signal_handlers: bool = True
+    using: str = "default"
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> WorkerOptions:
+        base = cls(
+            concurrency=conf.get("CONCURRENCY"),
+            batch_size=conf.get("BATCH_SIZE"),
+            poll_interval=conf.get("POLL_INTERVAL"),
+            shutdown_timeout=conf.get("SHUTDOWN_TIMEOUT"),
+            lease_seconds=conf.get("LEASE_SECONDS"),
+            reap_interval=conf.get("REAP_INTERVAL"),
+            using=conf.get("DATABASE"),
+        )
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(base, key, value)
+        return base
+
+
+@dataclass(eq=False)
+class InFlight:
+    job: JobContext
+    spec: HandlerSpec
+    state: str = QUEUED
+    started_at: float = 0.0
+    deadline: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Worker:
+    def __init__(self, options: WorkerOptions | None = None):
+        self.options = options or WorkerOptions.from_settings()
+        o = self.options
+        if o.concurrency < 1 or o.batch_size < 1:
+            raise ValueError("concurrency and batch_size must be >= 1")
+        self.worker_id = o.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.using = o.using
+        self._inflight: dict[int, InFlight] = {}
+        self._inflight_lock = threading.Lock()
+        self._finished: queue.SimpleQueue[tuple[InFlight, Completion]] = queue.SimpleQueue()
+        self._unwritten: list[tuple[InFlight, Completion]] = []  # kept across database outages
+        self._work: queue.SimpleQueue[InFlight | None] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._signals_seen = 0
+        self._zombies = 0  # threads still stuck in a handler that timed out
+        self._threads: list[threading.Thread] = []
+        self._listener: Listener | None = None
+        self.claimed_total = 0
+        self.finished_total = 0
+        self._last_heartbeat = 0.0
+        self._next_reap = 0.0
+        self._db_backoff = 0.0
+        self._last_claim_full = False
+        self.exit_code = 0
+
+    # --- public -------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Process jobs until stopped (or, with burst/max_jobs, until done). Returns an exit code."""
+        self.start()
+        try:
+            while not self._stopping.is_set():
+                self.run_once()
+                if self._done():
+                    break
+                self._wait()
+        finally:
+            self.shutdown()
+        return self.exit_code
+
+    def run_once(self) -> int:
+        """One step of the loop; returns how many jobs were claimed. Survives database outages."""
+        try:
+            self.finalize_finished()
+            self.maintain()
+            claimed = self.claim_and_dispatch()
+            self._db_backoff = 0.0
+            return claimed
+        except (OperationalError, InterfaceError) as exc:
+            self._on_db_error(exc)
+            return 0
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown (what the first SIGTERM/SIGINT does)."""
+        self._stopping.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # --- start / stop -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        o = self.options
+        self._types = registry.registered_types()
+        connection_created.connect(self._tag_connection, weak=False)
+        if o.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        for i in range(o.concurrency):
+            t = threading.Thread(target=self._executor_thread, name=f"pgjobs-exec-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        if o.listen and not o.burst:
+            self._listener = Listener(
+                alias=self.using, channel=conf.get("NOTIFY_CHANNEL"), queues=o.queues,
+                wake=self.wake, application_name=self._app_name("listen"),
+            )
+            self._listener.start()
+        self._next_reap = time.monotonic()  # reap once at start: rescue what a crash left
+        logger.info(
+            "worker %s started: queues=%s concurrency=%s batch=%s types=%s", self.worker_id,
+            ",".join(o.queues) if o.queues else "*", o.concurrency, o.batch_size,
+            ",".join(sorted(self._types)), extra={"action": "worker.started"},
+        )
+        if not self._types:
+            logger.warning(
+                "no job handler is registered: this worker will claim nothing. Define handlers "
+                "with @django_pgjobs.handler in a jobs.py module of an installed app",
+                extra={"action": "worker.no_handlers"},
+            )
+
+    def shutdown(self) -> None:
+        """Release unstarted jobs, let running ones finish (heartbeating), release the rest."""
+        self._stopping.set()
+        o = self.options
+        self._with_db_retry(self._release_unstarted, attempts=3)
+        deadline = time.monotonic() + o.shutdown_timeout
+        while self._running_count() and time.monotonic() < deadline:
+            try:
+                self.finalize_finished()
+                self.maintain(reap=False)
+            except (OperationalError, InterfaceError) as exc:
+                self._on_db_error(exc)
+            self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            self._wake.clear()
+        self._with_db_retry(self.finalize_finished, attempts=3)
+        if self._running_count():
+            self._with_db_retry(self._release_running, attempts=3)
+        for _ in self._threads:
+            self._work.put(None)
+        if self._listener is not None:
+            self._listener.stop()
+        self._with_db_retry(lambda: queries.delete_worker(self.worker_id, using=self.using), 2)
+        connection_created.disconnect(self._tag_connection)
+        logger.info(
+            "worker %s stopped: %s jobs finished", self.worker_id, self.finished_total,
+            extra={"action": "worker.stopped"},
+        )
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals_seen += 1
+        if self._signals_seen == 1:
+            logger.warning(
+                "received %s: finishing running jobs (up to %ss); send it again to exit at once",
+                signal.Signals(signum).name, self.options.shutdown_timeout,
+                extra={"action": "worker.stopping"},
+            )
+            self.stop()
+            return
+        logger.error(
+            "received %s again: exiting now; running jobs will be rescued when their lease "
+            "expires", signal.Signals(signum).name, extra={"action": "worker.killed"},
+        )
+        os._exit(128 + signum)
+
+    # --- the steps ----------------------------------------------------------------------------
+
+    def claim_and_dispatch(self) -> int:
+        if self._stopping.is_set():
+            return 0
+        o = self.options
+        free = o.concurrency - self._running_count() - self._zombies
+        if o.max_jobs is not None:
+            free = min(free, o.max_jobs - self.claimed_total)
+        limit = min(free, o.batch_size)
+        if limit <= 0:
+            self._last_claim_full = False
+            return 0
+        rows = queries.claim(
+            worker_id=self.worker_id, types=self._types, queues=o.queues, limit=limit,
+            lease_seconds=o.lease_seconds, using=self.using,
+        )
+        self._last_claim_full = len(rows) == limit
+        now = time.monotonic()
+        for row in rows:
+            self._dispatch(row, now)
+        self.claimed_total += len(rows)
+        return len(rows)
+
+    def finalize_finished(self) -> None:
+        batch = self._unwritten
+        self._unwritten = []
+        try:
+            while True:
+                batch.append(self._finished.get_nowait())
+        except queue.Empty:
+            pass
+        if not batch:
+            return
+        try:
+            written = queries.finalize([c for _, c in batch], using=self.using)
+        except BaseException:
+            self._unwritten = batch  # nothing lost: written at the next step
+            raise
+        for item, completion in batch:
+            self._log_finished(item, completion, completion.id in written)
+            with self._inflight_lock:
+                self._inflight.pop(completion.id, None)
+            signals.job_finished.send(
+                sender=item.job.type, job=item.job, completion=completion,
+                applied=completion.id in written,
+            )
+        self.finished_total += len(batch)
+
+    def maintain(self, *, reap: bool = True) -> None:
+        now = time.monotonic()
+        o = self.options
+        if now - self._last_heartbeat >= o.lease_seconds / 3:
+            self._check_timeouts(now)
+            self._heartbeat()
+            self._last_heartbeat = now
+        if reap and now >= self._next_reap:
+            self._reap()
+            self._next_reap = now + o.reap_interval * (0.8 + 0.4 * random.random())  # noqa: S311
+
+    # --- pieces -------------------------------------------------------------------------------
+
+    def _dispatch(self, row: ClaimedRow, now: float) -> None:
+        spec = registry.get(row.type)
+        job = JobContext(
+            id=row.id, type=row.type, queue=row.queue, priority=row.priority, config=row.config,
+            attempts=row.attempts, max_attempts=row.max_attempts, trace_id=row.trace_id,
+            tenant_id=row.tenant_id, created_at=row.created_at, worker_id=self.worker_id,
+            lease_token=row.lease_token, cancel_requested=row.cancel_requested,
+        )
+        assert spec is not None  # the claim only takes registered types  # noqa: S101
+        timeout = spec.effective_timeout()
+        item = InFlight(job=job, spec=spec, deadline=(now + timeout) if timeout else None)
+        with self._inflight_lock:
+            self._inflight[row.id] = item
+        self._work.put(item)
+
+    def _executor_thread(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            with item.lock:
+                if item.state != QUEUED:  # released by a shutdown before it started
+                    continue
+                item.state = STARTED
+                item.started_at = time.monotonic()
+                if item.deadline is not None:
+                    item.deadline = item.started_at + (item.spec.effective_timeout() or 0)
+            job = item.job
+            logger.info(
+                "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
+                job.queue, job.attempts, job.max_attempts, job.trace_id,
+                extra={"action": "job.started", "job_id": job.id, "job_type": job.type},
+            )
+            signals.job_started.send(sender=job.type, job=job)
+            completion = executor.execute(item.spec, job)
+            with item.lock:
+                if item.state == ABANDONED:  # timed out: its slot is given back now
+                    with self._inflight_lock:
+                        self._zombies -= 1
+                    self._wake.set()
+                    continue
+                item.state = DONE
+            self._finished.put((item, completion))
+            self._wake.set()
+
+    def _check_timeouts(self, now: float) -> None:
+        with self._inflight_lock:
+            items = list(self._inflight.values())
+        for item in items:
+            if item.deadline is None or now < item.deadline:
+                continue
+            with item.lock:
+                if item.state != STARTED:
+                    continue
+                item.state = ABANDONED
+            with self._inflight_lock:
+                self._zombies += 1
+            job = item.job
+            exc = JobTimeout(f"handler ran longer than its timeout of {item.spec.effective_timeout()}s")
+            completion = executor._on_error(  # noqa: SLF001 - same decision as a raised error
+                item.spec, job, exc, int((now - item.started_at) * 1000)
+            )
+            self._finished.put((item, completion))
+        if self._zombies >= self.options.concurrency:
+            logger.error(
+                "every executor thread is stuck in a handler that timed out: stopping so that a "
+                "supervisor restarts this worker", extra={"action": "worker.stuck"},
+            )
+            self.exit_code = 3
+            self.stop()
+
+    def _heartbeat(self) -> None:
+        o = self.options
+        with self._inflight_lock:
+            items = [i for i in self._inflight.values() if i.state in (QUEUED, STARTED)]
+        if items:
+            held = queries.heartbeat(
+                [(i.job.id, i.job.lease_token) for i in items], o.lease_seconds, using=self.using
+            )
+            for item in items:
+                if item.job.id in held:
+                    item.job._cancel_requested = held[item.job.id]
+                elif not item.job._lease_lost and item.state in (QUEUED, STARTED):
+                    item.job._lease_lost = True
+                    logger.warning(
+                        "job.lease_lost %s#%s: another worker or the reaper took it over; its "
+                        "outcome will be discarded", item.job.type, item.job.id,
+                        extra={"action": "job.lease_lost", "job_id": item.job.id},
+                    )
+        queries.upsert_worker(
+            worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(),
+            queues=o.queues or ["*"], concurrency=o.concurrency, jobs_done=self.finished_total,
+            using=self.using,
+        )
+
+    def _reap(self) -> None:
+        for job_id, job_type, status, attempts, max_attempts in queries.reap(using=self.using):
+            logger.warning(
+                "job.reaped %s#%s: lease expired during attempt %s/%s -> %s", job_type, job_id,
+                attempts, max_attempts, status,
+                extra={"action": "job.reaped", "job_id": job_id, "job_type": job_type},
+            )
+            signals.job_reaped.send(sender=job_type, job_id=job_id, status=status)
+
+    def _release_unstarted(self) -> None:
+        with self._inflight_lock:
+            items = list(self._inflight.values())
+        released = []
+        for item in items:
+            with item.lock:
+                if item.state == QUEUED:
+                    item.state = RELEASED
+                    released.append(item)
+        if released:
+            queries.release(
+                [(i.job.id, i.job.lease_token) for i in released],
+                reason="released unstarted at worker shutdown", using=self.using,
+            )
+            with self._inflight_lock:
+                for i in released:
+                    self._inflight.pop(i.job.id, None)
+            logger.info(
+                "released %s unstarted jobs", len(released), extra={"action": "worker.released"}
+            )
+
+    def _release_running(self) -> None:
+        with self._inflight_lock:
+            items = list(self._inflight.values())
+        stuck = []
+        for item in items:
+            with item.lock:
+                if item.state == STARTED:
+                    item.state = ABANDONED
+                    stuck.append(item)
+        if stuck:
+            queries.release(
+                [(i.job.id, i.job.lease_token) for i in stuck],
+                reason=f"interrupted: still running after the {self.options.shutdown_timeout}s "
+                "shutdown timeout",
+                using=self.using,
+            )
+            logger.warning(
+                "released %s jobs still running after the shutdown timeout: %s", len(stuck),
+                ", ".join(f"{i.job.type}#{i.job.id}" for i in stuck),
+                extra={"action": "worker.released_running"},
+            )
+
+    def _log_finished(self, item: InFlight, c: Completion, applied: bool) -> None:
+        job = item.job
+        extra = {"job_id": job.id, "job_type": job.type, "trace_id": job.trace_id}
+        if not applied:
+            logger.warning(
+                "job.lease_lost %s#%s: outcome %s discarded, the job was taken over", job.type,
+                job.id, c.status, extra={**extra, "action": "job.lease_lost"},
+            )
+            return
+        args = (job.type, job.id, job.queue, job.attempts, job.max_attempts, c.duration_ms,
+                job.trace_id)
+        fmt = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
+        if c.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
+            action = "job.completed" if c.status == JobStatus.COMPLETED else "job.completed_with_errors"
+            logger.info(action + " " + fmt, *args, extra={**extra, "action": action})
+        elif c.status == JobStatus.PENDING:
+            when = f"at {c.run_at.isoformat()}" if c.run_at else f"in {c.delay or 0:.1f}s"
+            logger.warning(
+                "job.retry_scheduled " + fmt + " retry %s: %s", *args, when, _summary(c.error),
+                extra={**extra, "action": "job.retry_scheduled"},
+            )
+        else:
+            logger.error(
+                "job.failed " + fmt + ": %s", *args, _summary(c.error),
+                extra={**extra, "action": "job.failed"},
+            )
+
+    # --- waiting, errors, bookkeeping -----------------------------------------------------------
+
+    def _running_count(self) -> int:
+        with self._inflight_lock:
+            return len(self._inflight)
+
+    def _done(self) -> bool:
+        o = self.options
+        idle = self._running_count() == 0 and self._finished.empty() and not self._unwritten
+        if o.max_jobs is not None and self.claimed_total >= o.max_jobs and idle:
+            return True
+        if o.burst and idle and not self._last_claim_full:
+            # Nothing in flight and the last claim came back short: is anything still due?
+            return self.run_once() == 0 and self._running_count() == 0
+        return False
+
+    def _wait(self) -> None:
+        o = self.options
+        if self._last_claim_full and not self._stopping.is_set():
+            return  # more work is probably waiting: claim again at once
+        if not self._finished.empty():
+            return
+        timeout = o.poll_interval
+        if self._db_backoff:
+            timeout = self._db_backoff
+        if self._listener is not None and not self._listener.connected.is_set():
+            timeout = min(timeout, o.poll_interval)
+        self._wake.wait(timeout)
+        self._wake.clear()
+
+    def _on_db_error(self, exc: BaseException) -> None:
+        self._db_backoff = min(max(self._db_backoff * 2, 0.25), 30.0)
+        logger.error(
+            "database error in the worker loop (%s: %s); retrying in %.2fs",
+            exc.__class__.__name__, _summary(str(exc)), self._db_backoff,
+            extra={"action": "worker.db_error"},
+        )
+        try:
+            connections[self.using].close()
+        except Exception:  # noqa: BLE001,S110
+            pass
+
+    def _with_db_retry(self, fn: Any, attempts: int) -> None:
+        for i in range(attempts):
+            try:
+                fn()
+                return
+            except (OperationalError, InterfaceError, DatabaseError) as exc:
+                self._on_db_error(exc)
+                if i + 1 < attempts:
+                    time.sleep(min(self._db_backoff, 2.0))
+
+    def _app_name(self, role: str) -> str:
+        return f"pgjobs:{self.worker_id}:{role}"[:63]
+
+    def _tag_connection(self, sender: Any, connection: Any, **kwargs: Any) -> None:
+        role = "main" if threading.current_thread() is threading.main_thread() else "exec"
+        try:
+            with connection.cursor() as cur:
+                cur.execute("SELECT set_config('application_name', %s, false)", [self._app_name(role)])
+        except DatabaseError:  # pragma: no cover - tagging is best effort
+            pass
+
+
+def _summary(text: str | None) -> str:
+    if not text:
+        return ""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,56 @@
+"""Test settings: a real PostgreSQL from DATABASE_URL (./dev test sets one up when it is unset)."""
+
+import os
+
+import environ
+
+env = environ.Env()
+if "DATABASE_URL" not in os.environ:
+    raise SystemExit(
+        "DATABASE_URL is not set. Run the suite with `./dev test` (it starts a throwaway "
+        "PostgreSQL when DATABASE_URL is unset), or export DATABASE_URL=postgres://user@host/db"
+    )
+DATABASES = {"default": env.db("DATABASE_URL")}
+# Worker subprocesses started by the tests connect to the test database by this name.
+if os.environ.get("PGJOBS_TEST_DB_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["PGJOBS_TEST_DB_NAME"]
+DATABASES["default"].setdefault("TEST", {})
+
+SECRET_KEY = "tests-only"  # noqa: S105
+USE_TZ = True
+TIME_ZONE = "UTC"
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_pgjobs",
+    "tests.testapp",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django_pgjobs.tracing.TraceMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+PGJOBS = {
+    "BACKOFF_BASE": 0.05,
+    "BACKOFF_MAX": 0.2,
+    "LEASE_SECONDS": 30.0,
+}

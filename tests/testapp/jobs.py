@@ -1,0 +1,102 @@
+"""Handlers used by the test-suite. ``test.behave`` does what its config says:
+
+{"do": "ok" | "raise" | "fail" | "retry" | "sleep" | "hang" | "kill" | "exit" | "items"
+       | "flaky" | "system_exit" | "keyboard_interrupt" | "write" | "huge_error"
+       | "huge_result" | "bad_result" | "break_connection" | "wait_cancel",
+ "seconds": float, "fail_times": int, "value": ...}
+Every run is logged in testapp.Execution first.
+"""
+
+import os
+import signal
+import time
+
+from django.db import connection, transaction
+
+from django_pgjobs import Fail, Retry, handler
+
+from .models import Effect, Execution
+
+
+def _log(job):
+    Execution.objects.create(job_id=job.id, attempt=job.attempts, worker=job.worker_id,
+                             pid=os.getpid())
+
+
+def _done(job):
+    Execution.objects.filter(job_id=job.id, attempt=job.attempts).update(
+        finished_at=__import__("django.utils.timezone", fromlist=["now"]).now())
+
+
+@handler("test.noop")
+def noop(job):
+    return None
+
+
+@handler("test.echo")
+def echo(job):
+    return {"echo": job.config}
+
+
+@handler("test.behave", max_attempts=3, timeout=20)
+def behave(job):
+    _log(job)
+    do = job.config.get("do", "ok")
+    seconds = float(job.config.get("seconds", 0))
+    if do == "ok":
+        pass
+    elif do == "raise":
+        raise ValueError(job.config.get("message", "boom"))
+    elif do == "fail":
+        raise Fail("given up on purpose")
+    elif do == "retry":
+        raise Retry("later please", delay=seconds)
+    elif do == "flaky":
+        if job.attempts <= int(job.config.get("fail_times", 1)):
+            raise RuntimeError(f"flaky failure on attempt {job.attempts}")
+    elif do == "sleep":
+        time.sleep(seconds)
+    elif do == "hang":
+        time.sleep(3600)
+    elif do == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif do == "exit":
+        os._exit(17)
+    elif do == "system_exit":
+        raise SystemExit(3)
+    elif do == "keyboard_interrupt":
+        raise KeyboardInterrupt
+    elif do == "items":
+        for i in range(int(job.config.get("n", 3))):
+            if i % 2:
+                job.add_item_error(item=i, error=f"item {i} is odd")
+        _done(job)
+        return {"processed": int(job.config.get("n", 3))}
+    elif do == "write":
+        with transaction.atomic():
+            Effect.objects.create(job_id=job.id, value=str(job.config.get("value", "")))
+    elif do == "huge_error":
+        raise ValueError("x" * 2_000_000)
+    elif do == "huge_result":
+        _done(job)
+        return {"blob": "y" * 3_000_000}
+    elif do == "bad_result":
+        return {"when": object()}
+    elif do == "break_connection":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    elif do == "wait_cancel":
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not job.cancel_requested:
+            time.sleep(0.05)
+        _done(job)
+        return {"cancelled": job.cancel_requested}
+    else:
+        raise Fail(f"unknown behaviour {do!r}")
+    _done(job)
+    return {"did": do, "attempt": job.attempts}
+
+
+@handler("test.async")
+async def async_handler(job):
+    return {"async": True, "n": job.config.get("n")}
