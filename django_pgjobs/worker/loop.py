@@ -202,6 +202,9 @@ class Worker:
             self._with_db_retry(self._release_running, attempts=3)
         for _ in self._threads:
             self._work.put(None)
+        join_deadline = time.monotonic() + 2.0
+        for t in self._threads:
+            t.join(max(0.0, join_deadline - time.monotonic()))
         if self._listener is not None:
             self._listener.stop()
         self._with_db_retry(lambda: queries.delete_worker(self.worker_id, using=self.using), 2)
@@ -308,6 +311,7 @@ class Worker:
         while True:
             item = self._work.get()
             if item is None:
+                connections.close_all()  # this thread's own connections
                 return
             with item.lock:
                 if item.state != QUEUED:  # released by a shutdown before it started

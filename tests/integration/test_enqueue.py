@@ -1,0 +1,204 @@
+"""enqueue/enqueue_many against real PostgreSQL: transactions, NOTIFY, validation, options."""
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.db import IntegrityError, ProgrammingError, connection, transaction
+from django.utils import timezone
+
+from django_pgjobs import (
+    ConfigTooLarge,
+    InvalidJobConfig,
+    InvalidJobOption,
+    JobStatus,
+    UnknownJobType,
+    enqueue,
+    enqueue_many,
+)
+from django_pgjobs.models import Job
+from django_pgjobs.tracing import current_trace_id
+from tests.conftest import sql, sql_one
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_enqueue_returns_the_saved_job():
+    job = enqueue("test.echo", {"file": "orders.csv"}, queue="imports", priority=5,
+                  trace_id="abc", tenant_id=42, operated_by="user:7")
+    row = Job.objects.get(pk=job.id)
+    assert (row.type, row.queue, row.priority, row.status) == ("test.echo", "imports", 5, "PENDING")
+    assert row.config == {"file": "orders.csv"}
+    assert (row.trace_id, row.tenant_id, row.operated_by) == ("abc", "42", "user:7")
+    assert row.attempts == 0 and row.max_attempts == 5
+    assert job.created_at == row.created_at and job.run_after == row.run_after
+
+
+def test_handler_defaults_apply():
+    job = enqueue("test.behave", {"do": "ok"})
+    assert Job.objects.get(pk=job.id).max_attempts == 3
+
+
+def test_rollback_means_the_job_never_existed():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        enqueue("test.echo", {"n": 1})
+        raise RuntimeError("business failure")
+    assert Job.objects.count() == 0
+
+
+def test_savepoint_rollback_keeps_outer_jobs():
+    with transaction.atomic():
+        kept = enqueue("test.echo", {"n": 1})
+        try:
+            with transaction.atomic():
+                enqueue("test.echo", {"n": 2})
+                raise RuntimeError
+        except RuntimeError:
+            pass
+    assert list(Job.objects.values_list("id", flat=True)) == [kept.id]
+
+
+def _listen():
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    conn = psycopg.connect(**params, autocommit=True)
+    conn.execute("LISTEN pgjobs")
+    return conn
+
+
+def test_notify_is_sent_on_commit_only():
+    listener = _listen()
+    try:
+        with transaction.atomic():
+            enqueue("test.echo", {}, queue="emails")
+            assert list(listener.notifies(timeout=0.3)) == []
+        notes = list(listener.notifies(timeout=2.0, stop_after=1))
+        assert [n.payload for n in notes] == ["emails"]
+    finally:
+        listener.close()
+
+
+def test_delayed_job_sends_no_notify():
+    listener = _listen()
+    try:
+        enqueue("test.echo", {}, run_after=timedelta(hours=1))
+        assert list(listener.notifies(timeout=0.3)) == []
+    finally:
+        listener.close()
+
+
+def test_relative_run_after_uses_the_database_clock():
+    job = enqueue("test.echo", {}, run_after=timedelta(minutes=10))
+    delta = sql_one("SELECT extract(epoch FROM run_after - created_at) FROM pgjobs_job WHERE id=%s",
+                    [job.id])
+    assert 599 <= float(delta) <= 601
+
+
+def test_absolute_run_after():
+    when = timezone.now() + timedelta(days=1)
+    job = enqueue("test.echo", {}, run_after=when)
+    assert Job.objects.get(pk=job.id).run_after == when
+
+
+def test_naive_run_after_is_refused_with_use_tz():
+    with pytest.raises(InvalidJobOption, match="naive datetime"):
+        enqueue("test.echo", {}, run_after=timezone.now().replace(tzinfo=None))
+
+
+def test_unknown_type_is_refused_and_the_transaction_stays_usable():
+    with transaction.atomic():
+        with pytest.raises(UnknownJobType, match="'nope'.*Registered types: .*test.echo"):
+            enqueue("nope", {})
+        ok = enqueue("test.echo", {})  # the same transaction goes on
+    assert Job.objects.filter(pk=ok.id).exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"x": float("nan")}, {"x": "\x00"}, {"x": "\udc80"}, {"x": timezone.now()}, {"x": object()}],
+)
+def test_non_json_config_is_refused_before_sql(config):
+    with transaction.atomic():
+        with pytest.raises(InvalidJobConfig):
+            enqueue("test.echo", config)
+        assert sql_one("SELECT 1") == 1
+    assert Job.objects.count() == 0
+
+
+def test_oversized_config_is_refused(settings):
+    settings.PGJOBS = {**settings.PGJOBS, "MAX_CONFIG_BYTES": 10_000}
+    with pytest.raises(ConfigTooLarge, match="over the 10,000-byte limit"):
+        enqueue("test.echo", {"blob": "x" * 20_000})
+    enqueue("test.echo", {"blob": "x" * 5_000})
+
+
+def test_default_limit_is_one_mebibyte():
+    with pytest.raises(ConfigTooLarge):
+        enqueue("test.echo", {"blob": "x" * (1024 * 1024)})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"queue": "bad queue"}, "invalid queue name"), ({"priority": 1000}, "out of range"),
+     ({"max_attempts": 0}, "max_attempts"), ({"run_after": "tomorrow"}, "run_after"),
+     ({"trace_id": "x" * 300}, "trace_id")],
+)
+def test_bad_options_are_refused(kwargs, match):
+    with pytest.raises(InvalidJobOption, match=match):
+        enqueue("test.echo", {}, **kwargs)
+
+
+def test_trace_id_comes_from_the_context():
+    token = current_trace_id.set("from-request")
+    try:
+        job = enqueue("test.echo", {})
+    finally:
+        current_trace_id.reset(token)
+    assert Job.objects.get(pk=job.id).trace_id == "from-request"
+
+
+def test_the_database_picks_ids():
+    with pytest.raises(ProgrammingError, match="GENERATED ALWAYS"), transaction.atomic():
+        sql("INSERT INTO pgjobs_job (id, type) VALUES (999, 'x')")
+
+
+def test_check_constraint_refuses_unknown_status():
+    job = enqueue("test.echo", {})
+    with pytest.raises(IntegrityError, match="pgjobs_job_status_valid"), transaction.atomic():
+        sql("UPDATE pgjobs_job SET status='DONE' WHERE id=%s", [job.id])
+
+
+def test_check_constraint_refuses_bad_queue_from_raw_sql():
+    with pytest.raises(IntegrityError, match="pgjobs_job_queue_name"), transaction.atomic():
+        sql("INSERT INTO pgjobs_job (type, queue) VALUES ('x', 'a b')")
+
+
+def test_enqueue_many_inserts_in_order():
+    ids = enqueue_many("test.echo", [{"i": i} for i in range(12_000)], queue="bulk", priority=3)
+    assert len(ids) == 12_000 and ids == sorted(ids)
+    rows = sql("SELECT id, (config->>'i')::int, queue, priority FROM pgjobs_job ORDER BY id")
+    assert [r[1] for r in rows] == list(range(12_000))
+    assert {(r[2], r[3]) for r in rows} == {("bulk", 3)}
+
+
+def test_enqueue_many_refuses_the_whole_batch_on_one_bad_config():
+    with pytest.raises(InvalidJobConfig, match=r"configs\[2\]"):
+        enqueue_many("test.echo", [{"i": 0}, {"i": 1}, {"i": float("inf")}])
+    assert Job.objects.count() == 0
+
+
+def test_enqueue_many_rolls_back_with_the_caller():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        enqueue_many("test.echo", [{"i": i} for i in range(10)])
+        raise RuntimeError
+    assert Job.objects.count() == 0
+
+
+def test_unique_key_returns_the_active_job():
+    first = enqueue("test.echo", {"n": 1}, unique_key="report:42")
+    second = enqueue("test.echo", {"n": 2}, unique_key="report:42")
+    assert second.id == first.id and second.deduplicated and not first.deduplicated
+    Job.objects.filter(pk=first.id).update(status=JobStatus.COMPLETED)
+    third = enqueue("test.echo", {"n": 3}, unique_key="report:42")
+    assert third.id != first.id

@@ -1,0 +1,230 @@
+"""The worker loop in-process (the real code, burst mode): outcomes, retries, limits, trace."""
+
+import logging
+import time
+
+import pytest
+
+from django_pgjobs import JobStatus, enqueue, enqueue_many, handler, queries, registry
+from django_pgjobs.models import Job, Worker as WorkerRow
+from django_pgjobs.tracing import TraceIdFilter, current_trace_id
+from django_pgjobs.worker import Worker, WorkerOptions
+from tests.conftest import eventually, sql
+from tests.testapp.models import Execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(**overrides):
+    opts = dict(burst=True, listen=False, install_signal_handlers=False, concurrency=2)
+    opts.update(overrides)
+    worker = Worker(WorkerOptions.from_settings(**opts))
+    assert worker.run() == 0
+    return worker
+
+
+def drain(timeout=20.0, **overrides):
+    """Run burst workers until no job is pending or running (retries have short backoff)."""
+    def settled():
+        run(**overrides)
+        return not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists()
+    eventually(settled, timeout=timeout, interval=0.05, message="queue drained")
+
+
+def test_completes_and_records_result_and_duration():
+    job = enqueue("test.behave", {"do": "sleep", "seconds": 0.05}, trace_id="t-1")
+    run()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETED
+    assert job.result == {"did": "sleep", "attempt": 1}
+    assert job.duration_ms >= 50 and job.finished_at >= job.started_at
+    assert job.error is None and job.lease_token is None and job.attempts == 1
+
+
+def test_flaky_job_succeeds_on_its_third_attempt():
+    job = enqueue("test.behave", {"do": "flaky", "fail_times": 2})
+    drain()
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (JobStatus.COMPLETED, 3)
+    assert [h["outcome"] for h in job.history] == ["retry", "retry"]
+    assert "flaky failure on attempt 2" in job.history[1]["error"]
+    assert job.error is None
+
+
+def test_raising_job_is_dead_lettered_after_max_attempts():
+    job = enqueue("test.behave", {"do": "raise", "message": "bad row 7"})
+    drain()
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (JobStatus.FAILED, 3)
+    assert "Traceback" in job.error and "ValueError: bad row 7" in job.error
+    assert len(job.history) == 3 and job.history[-1]["outcome"] == "attempts_exhausted"
+    assert Execution.objects.filter(job_id=job.id).count() == 3
+
+
+def test_fail_skips_the_retries():
+    job = enqueue("test.behave", {"do": "fail"})
+    run()
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (JobStatus.FAILED, 1)
+    assert "given up on purpose" in job.error
+
+
+def test_retry_with_explicit_delay():
+    job = enqueue("test.behave", {"do": "retry", "seconds": 300})
+    run()
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING and job.attempts == 1
+    wait = (job.run_after - job.updated_at).total_seconds()
+    assert wait == pytest.approx(300, abs=1)
+
+
+def test_item_errors_end_completed_with_errors():
+    job = enqueue("test.behave", {"do": "items", "n": 4})
+    run()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETED_WITH_ERRORS
+    assert job.result["processed"] == 4
+    assert [e["item"] for e in job.result["errors"]] == [1, 3]
+
+
+@pytest.mark.parametrize("do", ["system_exit", "keyboard_interrupt"])
+def test_base_exceptions_do_not_kill_the_worker(do):
+    bad = enqueue("test.behave", {"do": do})
+    good = enqueue("test.behave", {"do": "ok"})
+    run()
+    bad.refresh_from_db()
+    good.refresh_from_db()
+    assert good.status == JobStatus.COMPLETED
+    assert bad.status == JobStatus.PENDING and bad.attempts == 1
+    assert ("SystemExit" if do == "system_exit" else "KeyboardInterrupt") in bad.error
+
+
+def test_unregistered_type_in_the_table_is_never_run():
+    sql("INSERT INTO pgjobs_job (type, config) VALUES ('os.system', '{\"cmd\": \"touch /tmp/x\"}')")
+    enqueue("test.noop", {})
+    run()
+    assert Job.objects.get(type="os.system").status == JobStatus.PENDING
+    assert Job.objects.get(type="test.noop").status == JobStatus.COMPLETED
+    assert queries.unknown_due_types(registry.registered_types()) == [("os.system", 1)]
+
+
+def test_non_json_result_fails_clearly():
+    job = enqueue("test.behave", {"do": "bad_result"})
+    run()
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and "not JSON" in job.error
+
+
+def test_huge_error_is_truncated(settings):
+    job = enqueue("test.behave", {"do": "huge_error"})
+    run()
+    job.refresh_from_db()
+    assert len(job.error) <= 16 * 1024 + 100 and "characters truncated" in job.error
+
+
+def test_huge_result_is_not_stored_whole():
+    job = enqueue("test.behave", {"do": "huge_result"})
+    run()
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETED
+    assert job.result == {"result_truncated": True, "result_bytes": job.result["result_bytes"]}
+    assert job.result["result_bytes"] > 3_000_000
+
+
+def test_async_handler():
+    job = enqueue("test.async", {"n": 7})
+    run()
+    job.refresh_from_db()
+    assert job.result == {"async": True, "n": 7}
+
+
+def test_handler_sees_trace_id_and_logs_carry_it(caplog):
+    seen = {}
+
+    @handler("test.trace")
+    def trace(job):
+        seen["ctx"] = current_trace_id.get()
+        logging.getLogger("myapp").warning("inside the job")
+        enqueue("test.noop", {})  # a child job inherits the trace
+        return None
+
+    try:
+        filt = TraceIdFilter()
+        caplog.handler.addFilter(filt)
+        enqueue("test.trace", {}, trace_id="trace-xyz")
+        run()
+    finally:
+        registry.unregister("test.trace")
+        caplog.handler.removeFilter(filt)
+    assert seen["ctx"] == "trace-xyz"
+    record = next(r for r in caplog.records if r.getMessage() == "inside the job")
+    assert record.trace_id == "trace-xyz"
+    assert Job.objects.get(type="test.noop").trace_id == "trace-xyz"
+
+
+def test_timeout_gives_the_slot_back_and_retries(settings):
+    @handler("test.slow", timeout=0.3, max_attempts=1)
+    def slow(job):
+        time.sleep(1.5)
+
+    try:
+        job = enqueue("test.slow", {})
+        other = enqueue("test.noop", {})
+        run(concurrency=2, lease_seconds=0.6)  # heartbeat (and timeout checks) every 0.2 s
+    finally:
+        registry.unregister("test.slow")
+    job.refresh_from_db()
+    other.refresh_from_db()
+    assert job.status == JobStatus.FAILED and "JobTimeout" in job.error
+    assert other.status == JobStatus.COMPLETED
+
+
+def test_cancel_request_reaches_the_running_handler():
+    import threading
+
+    job = enqueue("test.behave", {"do": "wait_cancel", "seconds": 10})
+    t = threading.Thread(target=run, kwargs={"lease_seconds": 0.3})
+    t.start()
+    eventually(lambda: Job.objects.get(pk=job.id).status == "RUNNING")
+    queries.cancel([job.id])
+    t.join(15)
+    job.refresh_from_db()
+    assert job.status == JobStatus.COMPLETED and job.result["cancelled"] is True
+    assert job.duration_ms < 5000
+
+
+def test_max_jobs_stops_after_n():
+    enqueue_many("test.noop", [{}] * 5)
+    worker = run(burst=False, max_jobs=3, concurrency=1)
+    assert worker.finished_total == 3
+    assert Job.objects.filter(status="COMPLETED").count() == 3
+
+
+def test_queues_filter():
+    a = enqueue("test.noop", {}, queue="a")
+    b = enqueue("test.noop", {}, queue="b")
+    run(queues=["b"])
+    assert Job.objects.get(pk=a.id).status == "PENDING"
+    assert Job.objects.get(pk=b.id).status == "COMPLETED"
+
+
+def test_worker_row_is_removed_on_stop():
+    enqueue("test.noop", {})
+    run()
+    assert not WorkerRow.objects.exists()
+
+
+def test_priority_is_honoured_by_a_single_thread():
+    order = []
+
+    @handler("test.order")
+    def record(job):
+        order.append(job.config["n"])
+
+    try:
+        for n, prio in [(1, 0), (2, 50), (3, -50), (4, 50)]:
+            enqueue("test.order", {"n": n}, priority=prio)
+        run(concurrency=1)
+    finally:
+        registry.unregister("test.order")
+    assert order == [2, 4, 1, 3]
