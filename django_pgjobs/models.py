@@ -11,7 +11,13 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from .status import ACTIVE_STATUSES, JobStatus
-from .tables import JOB_TABLE, WORKER_TABLE
+from .tables import (
+    JOB_TABLE,
+    QUEUE_TABLE,
+    SCHEDULE_FIRE_TABLE,
+    SCHEDULE_TABLE,
+    WORKER_TABLE,
+)
 from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_PATTERN
 
 
@@ -133,3 +139,70 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class Queue(models.Model):
+    """Operator controls of a queue, enforced by the claim. A queue without a row is open."""
+
+    name = models.CharField(max_length=63, primary_key=True)
+    paused = models.BooleanField(default=False, db_default=False)
+    concurrency_limit = models.IntegerField(
+        null=True, blank=True,
+        help_text="At most this many jobs of the queue RUNNING at once, across all workers.",
+    )
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = QUEUE_TABLE
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(name__regex=QUEUE_NAME_PATTERN),
+                                   name="pgjobs_queue_name_valid"),
+            models.CheckConstraint(
+                condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=0),
+                name="pgjobs_queue_limit_gte_0",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Schedule(models.Model):
+    """Runtime state of a cron schedule declared in settings or by decorator."""
+
+    name = models.CharField(max_length=255, primary_key=True)
+    enabled = models.BooleanField(default=True, db_default=True)
+    last_fire_time = models.DateTimeField(null=True, blank=True)
+    last_job_id = models.BigIntegerField(null=True, blank=True)
+    next_fire_time = models.DateTimeField(null=True, blank=True)
+    run_now_requested = models.BooleanField(default=False, db_default=False)
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = SCHEDULE_TABLE
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScheduleFire(models.Model):
+    """One row per (schedule, fire time): the unique constraint makes each tick fire once,
+    however many workers run the scheduler."""
+
+    schedule = models.CharField(max_length=255)
+    fire_time = models.DateTimeField()
+    job_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = SCHEDULE_FIRE_TABLE
+        ordering = ["-fire_time"]
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "fire_time"],
+                                    name="pgjobs_schedule_fire_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule}@{self.fire_time.isoformat()}"

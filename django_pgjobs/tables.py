@@ -2,3 +2,6 @@
 
 JOB_TABLE = "pgjobs_job"
 WORKER_TABLE = "pgjobs_worker"
+QUEUE_TABLE = "pgjobs_queue"
+SCHEDULE_TABLE = "pgjobs_schedule"
+SCHEDULE_FIRE_TABLE = "pgjobs_schedule_fire"
