@@ -267,6 +267,7 @@ class Completion:
     delay: float | None = None
     run_at: datetime | None = None
     note: str | None = None
+    written: bool = False  # already recorded in the handler's own transaction
 
     def as_record(self) -> dict[str, Any]:
         return {

@@ -28,6 +28,7 @@ class HandlerSpec:
     backoff_max: float | None = None
     backoff: BackoffFn | None = None
     timeout: float | None = None
+    transactional: bool = False
 
     @property
     def is_async(self) -> bool:
@@ -74,11 +75,17 @@ def handler(
     backoff_max: float | None = None,
     backoff: BackoffFn | None = None,
     timeout: float | None = None,
+    transactional: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``func(job)`` as the handler of a job type, with that type's defaults.
 
     ``backoff`` is either ``backoff_base``/``backoff_max`` (exponential: base * 2**(attempt-1),
     capped, with jitter) or a callable ``attempt -> seconds``.
+
+    ``transactional=True`` runs the handler inside ``transaction.atomic()`` and records the
+    job's completion in that same transaction, fenced by the lease: the handler's database
+    writes and the COMPLETED status commit together or not at all (exactly-once effects for a
+    handler that only writes to this database).
     """
     if not isinstance(type, str) or not type or len(type) > 255:
         raise ImproperlyConfigured(f"job type must be a non-empty string of <= 255 chars: {type!r}")
@@ -92,11 +99,16 @@ def handler(
         raise ImproperlyConfigured(f"timeout must be > 0 seconds, got {timeout!r}")
 
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+        if transactional and inspect.iscoroutinefunction(func):
+            raise ImproperlyConfigured(
+                f"job type {type!r}: transactional=True needs a sync handler (Django's "
+                "transaction.atomic() does not span an event loop)"
+            )
         register(
             HandlerSpec(
                 type=type, func=func, queue=queue, priority=priority, max_attempts=max_attempts,
                 backoff_base=backoff_base, backoff_max=backoff_max, backoff=backoff,
-                timeout=timeout,
+                timeout=timeout, transactional=transactional,
             )
         )
         return func

@@ -10,11 +10,11 @@ import traceback
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 
-from .. import conf, retry
+from .. import conf, queries, retry
 from ..context import JobContext
-from ..exceptions import Fail, Retry
+from ..exceptions import Fail, LeaseLost, Retry
 from ..queries import Completion
 from ..registry import HandlerSpec
 from ..status import JobStatus
@@ -66,12 +66,14 @@ def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, s
     return patch, None
 
 
-def execute(spec: HandlerSpec, job: JobContext) -> Completion:
+def execute(spec: HandlerSpec, job: JobContext, *, using: str | None = None) -> Completion:
     """Call the handler and decide the job's next state. Catches everything, even SystemExit."""
     trace_token = current_trace_id.set(job.trace_id)
     job_token = current_job_id.set(job.id)
     started = time.monotonic()
     try:
+        if spec.transactional:
+            return _execute_in_transaction(spec, job, started, using or conf.get("DATABASE"))
         value = _call(spec, job)
     except BaseException as exc:  # noqa: BLE001 - a handler must never take the worker down
         duration_ms = int((time.monotonic() - started) * 1000)
@@ -80,7 +82,32 @@ def execute(spec: HandlerSpec, job: JobContext) -> Completion:
         current_trace_id.reset(trace_token)
         current_job_id.reset(job_token)
         _reset_connections()
-    duration_ms = int((time.monotonic() - started) * 1000)
+    return _on_return(job, value, int((time.monotonic() - started) * 1000))
+
+
+def _execute_in_transaction(
+    spec: HandlerSpec, job: JobContext, started: float, using: str
+) -> Completion:
+    """Handler writes and the completion commit together: exactly-once database effects.
+
+    If the lease was lost meanwhile, the finalize matches no row and the whole transaction,
+    the handler's writes included, is rolled back.
+    """
+    with transaction.atomic(using=using):
+        value = spec.func(job)
+        done = _on_return(job, value, int((time.monotonic() - started) * 1000))
+        if done.status not in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
+            raise Fail(done.error or "handler result refused")
+        if job.id not in queries.finalize([done], using=using):
+            raise LeaseLost(
+                f"job {job.id} was taken over before its transaction committed; its writes "
+                "were rolled back"
+            )
+        done.written = True
+    return done
+
+
+def _on_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
     patch, bad_result = _result_patch(value, job)
     done = Completion(id=job.id, token=job.lease_token, attempt=job.attempts, status="", duration_ms=duration_ms)
     if bad_result is not None:
@@ -99,6 +126,9 @@ def _on_error(spec: HandlerSpec, job: JobContext, exc: BaseException, duration_m
     )
     if isinstance(exc, Fail):
         done.note = "failed"
+        return done
+    if isinstance(exc, LeaseLost):
+        done.note = "lease_lost"  # the finalize will be refused too: nothing is overwritten
         return done
     if not retry.attempts_left(job.attempts, job.max_attempts):
         done.note = "attempts_exhausted"

@@ -265,7 +265,8 @@ class Worker:
         if not batch:
             return
         try:
-            written = queries.finalize([c for _, c in batch], using=self.using)
+            written = queries.finalize([c for _, c in batch if not c.written], using=self.using)
+            written.update(c.id for _, c in batch if c.written)
         except BaseException:
             self._unwritten = batch  # nothing lost: written at the next step
             raise
@@ -327,7 +328,7 @@ class Worker:
                 extra={"action": "job.started", "job_id": job.id, "job_type": job.type},
             )
             signals.job_started.send(sender=job.type, job=job)
-            completion = executor.execute(item.spec, job)
+            completion = executor.execute(item.spec, job, using=self.using)
             with item.lock:
                 if item.state == ABANDONED:  # timed out: its slot is given back now
                     with self._inflight_lock:

@@ -11,7 +11,7 @@ import os
 import signal
 import time
 
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from django_pgjobs import Fail, Retry, handler
 
@@ -100,3 +100,21 @@ def behave(job):
 @handler("test.async")
 async def async_handler(job):
     return {"async": True, "n": job.config.get("n")}
+
+
+@handler("test.tx", transactional=True, max_attempts=2)
+def transactional_write(job):
+    """Writes an Effect in the completion's transaction (exactly-once effects)."""
+    Effect.objects.create(job_id=job.id, value=str(job.config.get("value", "x")))
+    if job.config.get("steal"):
+        # Another worker (or the reaper) takes the job over while this run is in flight.
+        other = connections.create_connection("default")
+        try:
+            with other.cursor() as cur:
+                cur.execute("UPDATE pgjobs_job SET lease_token = gen_random_uuid() WHERE id = %s",
+                            [job.id])
+        finally:
+            other.close()
+    if job.config.get("raise"):
+        raise ValueError("rolled back with the job")
+    return {"wrote": 1}
