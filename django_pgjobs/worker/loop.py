@@ -325,7 +325,8 @@ class Worker:
             logger.info(
                 "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
                 job.queue, job.attempts, job.max_attempts, job.trace_id,
-                extra={"action": "job.started", "job_id": job.id, "job_type": job.type},
+                extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
+                       "trace_id": job.trace_id},
             )
             signals.job_started.send(sender=job.type, job=job)
             completion = executor.execute(item.spec, job, using=self.using)
