@@ -25,10 +25,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import connections
+from django.db import connections, transaction
 
 from . import conf
-from .tables import JOB_TABLE, WORKER_TABLE
+from .tables import JOB_TABLE, QUEUE_TABLE, WORKER_TABLE
 from .status import JobStatus
 
 T = JOB_TABLE
@@ -145,16 +145,9 @@ def insert_many(
 # The lock is taken in a MATERIALIZED CTE so that LIMIT is applied exactly once:
 # `UPDATE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` may re-run the subquery
 # and claim more than n rows (PostgreSQL bug #15715).
-_CLAIM = f"""
-WITH picked AS MATERIALIZED (
-    SELECT id FROM {T}
-    WHERE status = 'PENDING' AND run_after <= now()
-      AND type = ANY(%(types)s::text[])
-      AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
-    ORDER BY priority DESC, run_after, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
+# Queues that are paused or have a concurrency limit (rows of pgjobs_queue) are left to
+# claim_limited(); the test reads the table in the same statement, so a pause is never missed.
+_CLAIMED = """
 UPDATE {T} j
 SET status = 'RUNNING',
     attempts = j.attempts + 1,
@@ -168,7 +161,40 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
           j.trace_id, j.tenant_id, j.lease_token, j.created_at, j.cancel_requested
-"""
+""".format(T=T)
+
+_CLAIM = f"""
+WITH picked AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE status = 'PENDING' AND run_after <= now()
+      AND type = ANY(%(types)s::text[])
+      AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(ARRAY(SELECT name FROM {QUEUE_TABLE}
+                             WHERE paused OR concurrency_limit IS NOT NULL))
+    ORDER BY priority DESC, run_after, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+{_CLAIMED}"""
+
+# One queue with a cluster-wide cap. Run inside a transaction that first took the queue's
+# advisory lock (claim_limited), so that the count of RUNNING jobs cannot go stale between
+# two workers: claims of a limited queue are serialised, claims of other queues are not.
+_CLAIM_LIMITED = f"""
+WITH cap AS (
+    SELECT GREATEST(0, LEAST(%(limit)s, q.concurrency_limit - (
+        SELECT count(*) FROM {T} r WHERE r.status = 'RUNNING' AND r.queue = q.name))) AS n
+    FROM {QUEUE_TABLE} q
+    WHERE q.name = %(queue)s AND NOT q.paused AND q.concurrency_limit IS NOT NULL
+), picked AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE status = 'PENDING' AND run_after <= now() AND queue = %(queue)s
+      AND type = ANY(%(types)s::text[])
+    ORDER BY priority DESC, run_after, id
+    LIMIT COALESCE((SELECT n FROM cap), 0)
+    FOR UPDATE SKIP LOCKED
+)
+{_CLAIMED}"""
 
 
 @dataclass(slots=True)
@@ -187,6 +213,16 @@ class ClaimedRow:
     cancel_requested: bool
 
 
+def _rows(cur) -> list[ClaimedRow]:
+    claimed = [
+        ClaimedRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], r[8],
+                   r[9] if isinstance(r[9], UUID) else UUID(str(r[9])), r[10], r[11])
+        for r in cur.fetchall()
+    ]
+    claimed.sort(key=lambda c: (-c.priority, c.id))
+    return claimed
+
+
 def claim(
     *,
     worker_id: str,
@@ -196,7 +232,10 @@ def claim(
     lease_seconds: float,
     using: str | None = None,
 ) -> list[ClaimedRow]:
-    """Lock up to ``limit`` due jobs and make them RUNNING under a fresh lease, in one statement."""
+    """Lock up to ``limit`` due jobs and make them RUNNING under a fresh lease, in one statement.
+
+    Jobs of paused or concurrency-limited queues are not taken here (see claim_limited).
+    """
     if limit <= 0 or not types:
         return []
     params = {
@@ -209,14 +248,38 @@ def claim(
     }
     with _cursor(using) as cur:
         cur.execute(_CLAIM, params)
-        rows = cur.fetchall()
-    claimed = [
-        ClaimedRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], r[8],
-                   r[9] if isinstance(r[9], UUID) else UUID(str(r[9])), r[10], r[11])
-        for r in rows
-    ]
-    claimed.sort(key=lambda c: (-c.priority, c.id))
-    return claimed
+        return _rows(cur)
+
+
+def claim_limited(
+    *,
+    queue: str,
+    worker_id: str,
+    types: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    using: str | None = None,
+) -> list[ClaimedRow]:
+    """Claim from one queue that has a cluster-wide concurrency limit, never exceeding it."""
+    if limit <= 0 or not types:
+        return []
+    alias = using or conf.get("DATABASE")
+    params = {"queue": queue, "types": list(types), "limit": limit, "worker": worker_id,
+              "lease": lease_seconds}
+    with transaction.atomic(using=alias), _cursor(alias) as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"pgjobs.queue:{queue}"])
+        cur.execute(_CLAIM_LIMITED, params)
+        return _rows(cur)
+
+
+def limited_queues(using: str | None = None) -> list[str]:
+    """Names of open queues that have a concurrency limit (they are claimed one by one)."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"SELECT name FROM {QUEUE_TABLE} WHERE concurrency_limit IS NOT NULL AND NOT paused "
+            "ORDER BY name"
+        )
+        return [r[0] for r in cur.fetchall()]
 
 
 # --- finalize ----------------------------------------------------------------------------------

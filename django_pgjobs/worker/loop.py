@@ -44,6 +44,7 @@ from .listener import Listener
 logger = logging.getLogger("django_pgjobs.worker")
 
 QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "released", "abandoned"
+CONTROLS_REFRESH = 2.0  # seconds between reads of pgjobs_queue's concurrency limits
 
 
 @dataclass
@@ -114,6 +115,8 @@ class Worker:
         self._next_reap = 0.0
         self._db_backoff = 0.0
         self._last_claim_full = False
+        self._limited: list[str] = []
+        self._next_controls = 0.0
         self.exit_code = 0
 
     # --- public -------------------------------------------------------------------------------
@@ -243,10 +246,17 @@ class Worker:
         if limit <= 0:
             self._last_claim_full = False
             return 0
-        rows = queries.claim(
-            worker_id=self.worker_id, types=self._types, queues=o.queues, limit=limit,
-            lease_seconds=o.lease_seconds, using=self.using,
-        )
+        rows = []
+        for name in self._limited:  # capped queues first: they are served one by one
+            rows += queries.claim_limited(
+                queue=name, worker_id=self.worker_id, types=self._types,
+                limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
+            )
+        if len(rows) < limit:
+            rows += queries.claim(
+                worker_id=self.worker_id, types=self._types, queues=o.queues,
+                limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
+            )
         self._last_claim_full = len(rows) == limit
         now = time.monotonic()
         for row in rows:
@@ -283,6 +293,9 @@ class Worker:
     def maintain(self, *, reap: bool = True) -> None:
         now = time.monotonic()
         o = self.options
+        if now >= self._next_controls:
+            self._refresh_queue_controls()
+            self._next_controls = now + CONTROLS_REFRESH
         if now - self._last_heartbeat >= o.lease_seconds / 3:
             self._check_timeouts(now)
             self._heartbeat()
@@ -292,6 +305,12 @@ class Worker:
             self._next_reap = now + o.reap_interval * (0.8 + 0.4 * random.random())  # noqa: S311
 
     # --- pieces -------------------------------------------------------------------------------
+
+    def _refresh_queue_controls(self) -> None:
+        """Which of our queues have a cluster-wide limit (pauses are read by every claim)."""
+        limited = queries.limited_queues(using=self.using)
+        wanted = self.options.queues
+        self._limited = [q for q in limited if wanted is None or q in wanted]
 
     def _dispatch(self, row: ClaimedRow, now: float) -> None:
         spec = registry.get(row.type)
