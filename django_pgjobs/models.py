@@ -100,6 +100,12 @@ class Job(models.Model):
                 name="pgjobs_job_claim_idx",
                 condition=Q(status=JobStatus.PENDING),
             ),
+            # Fair share (PGJOBS["FAIR_SHARE"]): pending jobs grouped by tenant, in claim order.
+            models.Index(
+                "tenant_id", F("priority").desc(), "run_after", "id",
+                name="pgjobs_job_fair_idx",
+                condition=Q(status=JobStatus.PENDING, tenant_id__isnull=False),
+            ),
             # The reaper: running jobs by lease expiry.
             models.Index(
                 "lease_expires_at", name="pgjobs_job_lease_idx", condition=Q(status=JobStatus.RUNNING)
