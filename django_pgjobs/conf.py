@@ -30,6 +30,9 @@ DEFAULTS: dict[str, Any] = {
     "BATCH_SIZE": 50,
     "POLL_INTERVAL": 1.0,
     "SHUTDOWN_TIMEOUT": 30.0,
+    # Interleave tenants in each claim (round-robin over tenant_id), so that one tenant's
+    # backlog cannot starve the others. Off by default: plain priority/FIFO order is cheaper.
+    "FAIR_SHARE": False,
     # Bad-input limits, checked at enqueue.
     "MAX_CONFIG_BYTES": 1024 * 1024,
     "MAX_CONFIG_DEPTH": 64,

@@ -177,6 +177,51 @@ WITH picked AS MATERIALIZED (
 )
 {_CLAIMED}"""
 
+# Fair share: the same claim, but round-robin over tenants. A loose index scan finds the
+# tenants with due work (starting after the tenant the previous claim of this worker ended on,
+# so that every tenant gets its turn), takes the head of each tenant's line, then orders
+# by rank within the tenant: first job of every tenant, then the second, ... Jobs without a
+# tenant form one more line. Still one statement, still SKIP LOCKED.
+_FAIR_FILTER = """status = 'PENDING' AND run_after <= now()
+      AND type = ANY(%(types)s::text[])
+      AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL(ARRAY(SELECT name FROM {Q} WHERE paused OR concurrency_limit IS NOT NULL))
+""".format(Q=QUEUE_TABLE)
+
+_CLAIM_FAIR = f"""
+WITH RECURSIVE tenants AS (
+    (SELECT tenant_id FROM {T}
+     WHERE tenant_id > %(after)s AND {_FAIR_FILTER}
+     ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.tenant_id FROM {T} j
+            WHERE j.tenant_id > t.tenant_id AND {_FAIR_FILTER.replace("status", "j.status")}
+            ORDER BY j.tenant_id LIMIT 1)
+    FROM tenants t WHERE t.tenant_id IS NOT NULL
+), lines AS (
+    SELECT tenant_id FROM tenants WHERE tenant_id IS NOT NULL LIMIT %(limit)s
+), heads AS (
+    SELECT h.id, h.tenant_id, h.rank FROM lines l CROSS JOIN LATERAL (
+        SELECT id, tenant_id,
+               row_number() OVER (ORDER BY priority DESC, run_after, id) AS rank
+        FROM (SELECT id, tenant_id, priority, run_after FROM {T}
+              WHERE tenant_id = l.tenant_id AND {_FAIR_FILTER}
+              ORDER BY priority DESC, run_after, id LIMIT %(limit)s) x
+    ) h
+    UNION ALL
+    SELECT id, NULL, row_number() OVER (ORDER BY priority DESC, run_after, id)
+    FROM (SELECT id, priority, run_after FROM {T}
+          WHERE tenant_id IS NULL AND {_FAIR_FILTER}
+          ORDER BY priority DESC, run_after, id LIMIT %(limit)s) n
+), picked AS MATERIALIZED (
+    SELECT j.id FROM heads h JOIN {T} j ON j.id = h.id
+    WHERE j.status = 'PENDING'
+    ORDER BY h.rank, h.tenant_id NULLS LAST
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+)
+{_CLAIMED}"""
+
 # One queue with a cluster-wide cap. Run inside a transaction that first took the queue's
 # advisory lock (claim_limited), so that the count of RUNNING jobs cannot go stale between
 # two workers: claims of a limited queue are serialised, claims of other queues are not.
@@ -230,11 +275,14 @@ def claim(
     queues: Sequence[str] | None,
     limit: int,
     lease_seconds: float,
+    fair: bool = False,
+    after_tenant: str | None = None,
     using: str | None = None,
 ) -> list[ClaimedRow]:
     """Lock up to ``limit`` due jobs and make them RUNNING under a fresh lease, in one statement.
 
     Jobs of paused or concurrency-limited queues are not taken here (see claim_limited).
+    With ``fair``, tenants are interleaved, starting after ``after_tenant``.
     """
     if limit <= 0 or not types:
         return []
@@ -245,9 +293,10 @@ def claim(
         "limit": limit,
         "worker": worker_id,
         "lease": lease_seconds,
+        "after": after_tenant or "",
     }
     with _cursor(using) as cur:
-        cur.execute(_CLAIM, params)
+        cur.execute(_CLAIM_FAIR if fair else _CLAIM, params)
         return _rows(cur)
 
 
