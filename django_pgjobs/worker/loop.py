@@ -61,6 +61,7 @@ class WorkerOptions:
     reap_interval: float = 10.0
     listen: bool = True
     install_signal_handlers: bool = True
+    fair_share: bool = False
     using: str = "default"
 
     @classmethod
@@ -72,6 +73,7 @@ class WorkerOptions:
             shutdown_timeout=conf.get("SHUTDOWN_TIMEOUT"),
             lease_seconds=conf.get("LEASE_SECONDS"),
             reap_interval=conf.get("REAP_INTERVAL"),
+            fair_share=conf.get("FAIR_SHARE"),
             using=conf.get("DATABASE"),
         )
         for key, value in overrides.items():
@@ -116,6 +118,7 @@ class Worker:
         self._db_backoff = 0.0
         self._last_claim_full = False
         self._limited: list[str] = []
+        self._tenant_cursor: str | None = None
         self._next_controls = 0.0
         self.exit_code = 0
 
@@ -253,10 +256,15 @@ class Worker:
                 limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
             )
         if len(rows) < limit:
-            rows += queries.claim(
+            fast = queries.claim(
                 worker_id=self.worker_id, types=self._types, queues=o.queues,
-                limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
+                limit=limit - len(rows), lease_seconds=o.lease_seconds, fair=o.fair_share,
+                after_tenant=self._tenant_cursor, using=self.using,
             )
+            if o.fair_share:  # next claim starts after the last tenant served (round-robin)
+                tenants = [r.tenant_id for r in fast if r.tenant_id is not None]
+                self._tenant_cursor = max(tenants) if len(fast) == limit - len(rows) and tenants else None
+            rows += fast
         self._last_claim_full = len(rows) == limit
         now = time.monotonic()
         for row in rows:
