@@ -11,11 +11,15 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from .status import ACTIVE_STATUSES, JobStatus
+
+PROBLEM_STATUSES = (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.CANCELLED)
 from .tables import (
+    DEPTH_SAMPLE_TABLE,
     JOB_TABLE,
     QUEUE_TABLE,
     SCHEDULE_FIRE_TABLE,
     SCHEDULE_TABLE,
+    STAT_MINUTE_TABLE,
     WORKER_TABLE,
 )
 from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_PATTERN
@@ -120,7 +124,24 @@ class Job(models.Model):
                 include=["type", "duration_ms", "status"],
                 condition=Q(finished_at__isnull=False),
             ),
-            models.Index("trace_id", name="pgjobs_job_trace_idx", condition=Q(trace_id__isnull=False)),
+            # Trace id search, exact or by prefix (pattern ops: LIKE 'abc%' uses it in any
+            # collation).
+            models.Index(
+                fields=["trace_id"], name="pgjobs_job_trace_idx",
+                condition=Q(trace_id__isnull=False), opclasses=["varchar_pattern_ops"],
+            ),
+            # The admin's problem filters (failed, cancelled, has error): few rows, newest first.
+            models.Index(
+                fields=["status", "-id"], name="pgjobs_job_problem_idx",
+                condition=Q(error__isnull=False) | Q(status__in=PROBLEM_STATUSES),
+            ),
+        ]
+        # Admin actions, each behind its own permission (delete uses Django's delete_job).
+        permissions = [
+            ("retry_job", "Can retry failed, cancelled or completed-with-errors jobs"),
+            ("run_job_now", "Can make scheduled or retrying jobs due now"),
+            ("cancel_job", "Can cancel pending or running jobs"),
+            ("duplicate_job", "Can enqueue a copy of a job"),
         ]
 
     def __str__(self) -> str:
@@ -212,3 +233,65 @@ class ScheduleFire(models.Model):
 
     def __str__(self) -> str:
         return f"{self.schedule}@{self.fire_time.isoformat()}"
+
+
+# --- observability: rollups the dashboard reads (written by rollup.py) -------------------------
+
+
+class JobStatMinute(models.Model):
+    """What workers finished, per minute x queue x type. Each worker adds its in-memory counts
+    with one upsert per flush; the rows outlive the pruning of the jobs they count."""
+
+    minute = models.DateTimeField()
+    queue = models.CharField(max_length=63)
+    type = models.CharField(max_length=255)
+    completed = models.BigIntegerField(default=0, db_default=0)
+    failed = models.BigIntegerField(default=0, db_default=0)
+    retried = models.BigIntegerField(default=0, db_default=0)
+    duration_sum_ms = models.BigIntegerField(default=0, db_default=0)
+    # Runs per log-scale duration bucket (a JSON list of counts, index = rollup.bucket_of(ms)):
+    # percentiles without the raw rows.
+    duration_hist = models.JSONField(default=list, db_default=[], blank=True)
+
+    class Meta:
+        db_table = STAT_MINUTE_TABLE
+        ordering = ["-minute"]
+        constraints = [
+            models.UniqueConstraint(fields=["minute", "queue", "type"],
+                                    name="pgjobs_stat_minute_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.minute:%Y-%m-%d %H:%M} {self.queue}/{self.type}"
+
+
+class QueueDepthSample(models.Model):
+    """Queue depth once a minute (one worker samples for the whole cluster)."""
+
+    sampled_at = models.DateTimeField()
+    queue = models.CharField(max_length=63)
+    due = models.BigIntegerField(help_text="PENDING jobs whose run_after has passed.")
+    scheduled = models.BigIntegerField(help_text="PENDING jobs due later.")
+    running = models.BigIntegerField()
+    oldest_due_age_s = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        db_table = DEPTH_SAMPLE_TABLE
+        ordering = ["-sampled_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["sampled_at", "queue"],
+                                    name="pgjobs_depth_sample_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sampled_at:%Y-%m-%d %H:%M} {self.queue}"
+
+
+class Dashboard(Job):
+    """No table: gives the admin a /admin/django_pgjobs/dashboard/ page and its permission."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"
+        default_permissions = ("view",)
