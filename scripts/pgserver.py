@@ -212,58 +212,44 @@ def _conf_value(value: str | int | bool) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-# The watchdog runs as ``python -I -c _WATCHDOG BASE DATA`` with stdin being the
-# read end of a pipe whose only write end the owner holds.  EOF on stdin means
-# the owner closed it (``close()``) or died (any way, even SIGKILL): then make
-# sure the server is gone and its folder deleted.  It is idempotent, so after
-# a normal close() it finds nothing to do.
-_WATCHDOG = r"""
-import os, shutil, signal, sys, time
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-os.chdir("/")
-base, data = sys.argv[1], sys.argv[2]
-try:
-    while sys.stdin.buffer.read(4096):
-        pass
-except OSError:
-    pass
+def _watchdog_main(base: str, data: str) -> None:
+    """Body of the watchdog process (``python -I pgserver.py --watchdog BASE DATA``).
 
-def alive(pid):
+    Its stdin is the read end of a pipe whose only write end the owner holds.
+    EOF there means the owner closed it (``close()``) or died, in any way, even
+    by SIGKILL: then make sure the server is gone and its folder deleted.  This
+    is idempotent, so after a normal ``close()`` it finds nothing to do.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    os.chdir("/")
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-try:
-    with open(os.path.join(data, "postmaster.pid")) as f:
-        pid = int(f.readline())
-except (OSError, ValueError):
-    pid = 0
-if pid > 0 and alive(pid):
-    try:  # a recycled pid would have another working directory than the data dir
-        ours = os.path.realpath("/proc/%d/cwd" % pid) == os.path.realpath(data)
-    except OSError:
-        ours = not os.path.isdir("/proc/%d" % pid)
-    if ours:
-        try:
-            os.kill(pid, signal.SIGQUIT)  # PostgreSQL "immediate" shutdown
-            deadline = time.monotonic() + 10
-            while alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+        while sys.stdin.buffer.read(4096):
             pass
-shutil.rmtree(base, ignore_errors=True)
-"""
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(data, "postmaster.pid")) as f:
+            pid = int(f.readline())
+    except (OSError, ValueError):
+        pid = 0
+    if pid > 0 and _pid_alive(pid):
+        try:  # a recycled pid would have another working directory than the data dir
+            ours = os.path.realpath(f"/proc/{pid}/cwd") == os.path.realpath(data)
+        except OSError:
+            ours = not os.path.isdir(f"/proc/{pid}")
+        if ours:
+            try:
+                os.kill(pid, signal.SIGQUIT)  # PostgreSQL's "immediate" shutdown
+                deadline = time.monotonic() + 10
+                while _pid_alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if _pid_alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    shutil.rmtree(base, ignore_errors=True)
+
 
 
 # ------------------------------------------------------------------ process-wide safety net
@@ -656,7 +642,8 @@ class EmbeddedPostgres:
             # forked child that inherits this object warns about nothing at exit.
             self._watchdog_pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", "-c", _WATCHDOG, str(self.base_dir), str(self.data_dir)],
+                [sys.executable, "-I", os.path.abspath(__file__), "--watchdog",
+                 str(self.base_dir), str(self.data_dir)],
                 dict(os.environ),
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, read_fd, 0),
@@ -689,3 +676,10 @@ class EmbeddedPostgres:
             else:
                 logger.warning("pgserver watchdog %s did not exit", self._watchdog_pid)
             self._watchdog_pid = None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--watchdog":
+        _watchdog_main(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(f"usage: {sys.argv[0]} --watchdog BASE_DIR DATA_DIR  (internal)")
