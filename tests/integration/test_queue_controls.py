@@ -4,7 +4,7 @@ import pytest
 
 from django_pgjobs import enqueue_many, queries
 from django_pgjobs.models import Queue
-from tests.conftest import deadlocks, sql, sql_one
+from tests.conftest import deadlocks, eventually, sql, sql_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,11 +49,15 @@ def test_paused_limited_queue_is_not_claimed():
 
 def test_cluster_wide_limit_holds_across_worker_processes(start_worker):
     """Four single-thread workers on a queue capped at 2: two run at once, never three."""
-    Queue.objects.create(name="emails", concurrency_limit=2)
+    Queue.objects.create(name="emails", concurrency_limit=2, paused=True)
     enqueue_many("test.behave", [{"do": "sleep", "seconds": 0.15}] * 16, queue="emails")
     before = deadlocks()
     workers = [start_worker("--concurrency", "1", "--poll-interval", "0.05", "-v", "0")
                for _ in range(4)]
+    # Start together: resume the queue once every worker is up (a paused queue is not claimed).
+    eventually(lambda: sql_one("SELECT count(*) FROM pgjobs_worker") == 4, timeout=60)
+    assert sql_one("SELECT count(*) FROM pgjobs_job WHERE status <> 'PENDING'") == 0
+    Queue.objects.filter(name="emails").update(paused=False)
     peak = 0
     import time
     deadline = time.monotonic() + 60
