@@ -514,13 +514,17 @@ class Worker:
 
     def _wait(self) -> None:
         o = self.options
+        if self._db_backoff:
+            # The database is failing: wait the whole backoff. Only a stop cuts it short, not a
+            # finished run, a full last claim or the (also disconnected) listener's poll interval.
+            self._stopping.wait(self._db_backoff)
+            self._wake.clear()
+            return
         if self._last_claim_full and not self._stopping.is_set():
             return  # more work is probably waiting: claim again at once
         if not self._finished.empty():
             return
         timeout = o.poll_interval
-        if self._db_backoff:
-            timeout = self._db_backoff
         if self._listener is not None and not self._listener.connected.is_set():
             timeout = min(timeout, o.poll_interval)
         self._wake.wait(timeout)
