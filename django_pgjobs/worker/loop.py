@@ -534,7 +534,7 @@ class Worker:
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), 30.0)
         logger.error(
             "database error in the worker loop (%s: %s); retrying in %.2fs",
-            exc.__class__.__name__, _summary(str(exc)), self._db_backoff,
+            exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
             extra={"action": "worker.db_error"},
         )
         try:

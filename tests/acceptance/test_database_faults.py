@@ -116,6 +116,11 @@ def test_postgres_restart_under_four_busy_workers(clean, start_worker):
         assert_backs_off(errors)
         # Backoff doubles from 0.25 s: a ~3 s outage costs a handful of attempts.
         assert len(errors) <= 6, [(e.delay, e.message) for e in errors]
+        # Each line says what happened, not only libpq's closing hint.
+        causes = ("terminating connection", "Connection refused", "shutting down",
+                  "starting up", "closed the connection", "server closed")
+        unclear = [e.message for e in errors if not any(c in e.message for c in causes)]
+        assert not unclear, unclear
     inv.check(drained=True, min_lease=10)
 
 
