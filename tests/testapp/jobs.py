@@ -60,8 +60,9 @@ def behave(job):
         time.sleep(3600)
     elif do == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    elif do == "exit":
-        os._exit(17)
+    elif do == "exit":  # like a crash in C code: no exception, no cleanup
+        if job.attempts <= int(job.config.get("fail_times", job.max_attempts)):
+            os._exit(17)
     elif do == "system_exit":
         raise SystemExit(3)
     elif do == "keyboard_interrupt":
