@@ -60,3 +60,48 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 "PGJOBS['LEASE_SECONDS'] under 3 s: a busy worker may lose leases between "
                 "heartbeats (every LEASE_SECONDS/3)", id="pgjobs.W001"))
     return errors
+
+
+# --- cron schedules, retention, maintenance intervals (pgjobs.E101 …) --------------------------
+
+_SCHEDULE_CHECKS = {
+    # Problem.kind -> (id, hint)
+    "setting": ("pgjobs.E101", "PGJOBS['SCHEDULES'] = {'name': {'type': 'app.job', 'cron': "
+                "'0 3 * * *', 'timezone': 'Europe/Paris', 'config': {}}}; allowed keys: type, "
+                "cron, timezone, config, queue, priority, catch_up, catch_up_window"),
+    "cron": ("pgjobs.E102", "use 5 fields (minute hour day-of-month month day-of-week, e.g. "
+             "'*/15 * * * *'), an optional 6th field for seconds, or @hourly/@daily/@weekly/"
+             "@monthly/@yearly; random 'R' values are not allowed"),
+    "type": ("pgjobs.E103", "name a job type registered with @django_pgjobs.handler"),
+    "timezone": ("pgjobs.E104", "use an IANA time zone name such as 'Europe/Paris' or 'UTC' "
+                 "(install the tzdata package if the system has no zone database)"),
+    "catch_up": ("pgjobs.E105", "catch_up is 'latest' (default), 'none' or 'all'; "
+                 "catch_up_window is a number of seconds"),
+    "option": ("pgjobs.E106", "queue, priority and config follow the rules of enqueue()"),
+    "decorator": ("pgjobs.E107", "stack @schedule(...) on exactly one @handler, and give each "
+                  "schedule a unique name (name=...)"),
+}
+
+
+@checks.register()
+def check_schedules_and_retention(app_configs: Any = None, **kwargs: Any
+                                  ) -> list[checks.CheckMessage]:
+    from . import retention, scheduler
+
+    errors: list[checks.CheckMessage] = []
+    _, problems = scheduler.load()
+    for p in problems:
+        check_id, hint = _SCHEDULE_CHECKS[p.kind]
+        errors.append(checks.Error(p.message, hint=hint, id=check_id))
+    for message in retention.problems():
+        errors.append(checks.Error(
+            message, hint="PGJOBS['RETENTION'] = {'COMPLETED': 7, 'COMPLETED_WITH_ERRORS': 30, "
+            "'FAILED': 30, 'CANCELLED': 7, 'SCHEDULE_FIRES': 30} (days; None keeps forever)",
+            id="pgjobs.E108"))
+    s = conf.get_settings()
+    for key in ("SCHEDULER_INTERVAL", "PRUNE_INTERVAL"):
+        v = s[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+            errors.append(checks.Error(f"PGJOBS['{key}'] must be a number of seconds > 0, "
+                                       f"got {v!r}", id="pgjobs.E109"))
+    return errors

@@ -46,6 +46,16 @@ DEFAULTS: dict[str, Any] = {
     # Keys whose values are hidden wherever django-pgjobs shows a config (case-insensitive,
     # substring match).
     "REDACT_KEYS": ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
+    # --- cron schedules and retention (scheduler.py, retention.py) ---
+    # {name: {"type", "cron", "timezone", "config", "queue", "priority", "catch_up",
+    #  "catch_up_window"}}; see scheduler.py.
+    "SCHEDULES": {},
+    # Seconds between two scheduler passes of a worker (each pass is a couple of queries).
+    "SCHEDULER_INTERVAL": 5.0,
+    # Days a finished job is kept, per status (None: forever), merged over retention.DEFAULTS.
+    "RETENTION": {},
+    # Seconds between two pruning passes of a worker.
+    "PRUNE_INTERVAL": 300.0,
 }
 
 

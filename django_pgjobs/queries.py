@@ -597,3 +597,93 @@ def unknown_due_types(known: Sequence[str], using: str | None = None) -> list[tu
 
 
 STATUS_VALUES = tuple(JobStatus.values)
+
+
+# --- queue controls (pgjobs_queue rows: pause / resume / limit; the claim enforces them) -------
+
+_QUEUE_UPSERT = f"""
+INSERT INTO {QUEUE_TABLE} AS q (name, paused, concurrency_limit, updated_at)
+VALUES (%(name)s, COALESCE(%(paused)s, false), %(limit)s, now())
+ON CONFLICT (name) DO UPDATE
+SET paused = COALESCE(%(paused)s, q.paused),
+    concurrency_limit = CASE WHEN %(set_limit)s THEN %(limit)s ELSE q.concurrency_limit END,
+    updated_at = now()
+RETURNING q.name, q.paused, q.concurrency_limit
+"""
+
+
+@dataclass(slots=True)
+class QueueInfo:
+    name: str
+    paused: bool
+    concurrency_limit: int | None
+    due: int = 0  # PENDING and due now
+    scheduled: int = 0  # PENDING for later
+    running: int = 0
+
+
+def set_queue_paused(name: str, paused: bool, using: str | None = None) -> QueueInfo:
+    """Pause (the claim stops taking the queue's jobs; running ones finish) or resume a queue."""
+    with _cursor(using) as cur:
+        cur.execute(_QUEUE_UPSERT, {"name": name, "paused": paused, "limit": None,
+                                    "set_limit": False})
+        return QueueInfo(*cur.fetchone())
+
+
+def set_queue_limit(name: str, limit: int | None, using: str | None = None) -> QueueInfo:
+    """At most ``limit`` jobs of the queue RUNNING at once across all workers (None: no limit)."""
+    with _cursor(using) as cur:
+        cur.execute(_QUEUE_UPSERT, {"name": name, "paused": None, "limit": limit,
+                                    "set_limit": True})
+        return QueueInfo(*cur.fetchone())
+
+
+def queue_overview(using: str | None = None) -> list[QueueInfo]:
+    """Every queue that has a control row or active jobs, with its controls and job counts."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""WITH c(queue, due, scheduled, running) AS (
+                    SELECT queue,
+                           count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()),
+                           count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()),
+                           count(*) FILTER (WHERE status = 'RUNNING')
+                    FROM {T} WHERE status IN ('PENDING', 'RUNNING') GROUP BY queue
+                )
+                SELECT COALESCE(q.name, c.queue), COALESCE(q.paused, false), q.concurrency_limit,
+                       COALESCE(c.due, 0), COALESCE(c.scheduled, 0), COALESCE(c.running, 0)
+                FROM {QUEUE_TABLE} q FULL JOIN c ON c.queue = q.name
+                ORDER BY 1"""
+        )
+        return [QueueInfo(*r) for r in cur.fetchall()]
+
+
+# --- retention (finished jobs deleted by age, in small batches; see retention.py) -------------
+
+# Short statements that lock only the rows they delete (SKIP LOCKED: an admin viewing or
+# retrying a job is never waited for), oldest first through the finished_at index.
+_PRUNE = f"""
+WITH doomed AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE status = %(status)s AND finished_at < %(cutoff)s
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {T} j USING doomed WHERE j.id = doomed.id AND j.status = %(status)s
+"""
+
+
+def prune_jobs(*, status: str, cutoff: datetime, limit: int, using: str | None = None) -> int:
+    """Delete up to ``limit`` jobs in a terminal ``status`` that finished before ``cutoff``."""
+    if status not in ("COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED", "CANCELLED"):
+        raise ValueError(f"only finished jobs are pruned, not {status!r}")
+    with _cursor(using) as cur:
+        cur.execute(_PRUNE, {"status": status, "cutoff": cutoff, "limit": limit})
+        return cur.rowcount
+
+
+def count_prunable(*, status: str, cutoff: datetime, using: str | None = None) -> int:
+    with _cursor(using) as cur:
+        cur.execute(f"SELECT count(*) FROM {T} WHERE status = %s AND finished_at < %s",
+                    [status, cutoff])
+        return cur.fetchone()[0]

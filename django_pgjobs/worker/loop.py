@@ -9,7 +9,7 @@ connection for the handler's queries. A listener thread turns NOTIFY into a wake
       while running:
         step()                     = run_once()
           finalize_finished()      one UPDATE for every run that ended since the last step
-          maintain()               heartbeat / timeouts / reaper, when due
+          maintain()               heartbeat / timeouts / reaper, scheduler / pruner, when due
           claim_and_dispatch()     one UPDATE … SKIP LOCKED for as many jobs as free threads
         wait()                     NOTIFY, a finished run, or the poll interval
       shutdown()                   release unstarted jobs, drain running ones, release the rest
@@ -32,7 +32,7 @@ from typing import Any
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.signals import connection_created
 
-from .. import conf, queries, registry, signals
+from .. import conf, queries, registry, retention, scheduler, signals
 from ..context import JobContext
 from ..exceptions import JobTimeout
 from ..queries import ClaimedRow, Completion
@@ -63,6 +63,11 @@ class WorkerOptions:
     install_signal_handlers: bool = True
     fair_share: bool = False
     using: str = "default"
+    # Periodic maintenance of long-lived workers (not --burst): cron schedules, pruning.
+    scheduler: bool = True
+    scheduler_interval: float = 5.0
+    prune: bool = True
+    prune_interval: float = 300.0
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> WorkerOptions:
@@ -75,6 +80,8 @@ class WorkerOptions:
             reap_interval=conf.get("REAP_INTERVAL"),
             fair_share=conf.get("FAIR_SHARE"),
             using=conf.get("DATABASE"),
+            scheduler_interval=conf.get("SCHEDULER_INTERVAL"),
+            prune_interval=conf.get("PRUNE_INTERVAL"),
         )
         for key, value in overrides.items():
             if value is not None:
@@ -121,6 +128,10 @@ class Worker:
         self._tenant_cursor: str | None = None
         self._next_controls = 0.0
         self.exit_code = 0
+        self._next_schedule = 0.0  # scheduler: at start, then every scheduler_interval
+        # pruner: first in the second half of its interval, so that restarts do not stampede
+        spread = 0.5 + 0.5 * random.random()  # noqa: S311
+        self._next_prune = time.monotonic() + o.prune_interval * spread
 
     # --- public -------------------------------------------------------------------------------
 
@@ -311,6 +322,28 @@ class Worker:
         if reap and now >= self._next_reap:
             self._reap()
             self._next_reap = now + o.reap_interval * (0.8 + 0.4 * random.random())  # noqa: S311
+        if reap and not o.burst:
+            self._periodic(now)
+
+    def _periodic(self, now: float) -> None:
+        """Cron schedules and pruning: each pass is safe to run from every worker at once."""
+        o = self.options
+        jitter = 0.8 + 0.4 * random.random()  # noqa: S311
+        if o.scheduler and now >= self._next_schedule:
+            self._next_schedule = now + o.scheduler_interval * jitter
+            self._maintenance_step("scheduler", scheduler.enqueue_due)
+        if o.prune and now >= self._next_prune:
+            self._next_prune = now + o.prune_interval * jitter
+            self._maintenance_step("prune", retention.prune_once)
+
+    def _maintenance_step(self, name: str, step: Any) -> None:
+        try:
+            step(using=self.using)
+        except (OperationalError, InterfaceError):
+            raise  # run_once backs off and retries
+        except Exception:
+            logger.exception("maintenance step %s failed; retried at its next interval", name,
+                             extra={"action": "worker.maintenance_error"})
 
     # --- pieces -------------------------------------------------------------------------------
 

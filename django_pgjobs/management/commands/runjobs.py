@@ -81,6 +81,10 @@ class Command(BaseCommand):
                             help="seconds between expired-lease checks")
         parser.add_argument("--no-listen", action="store_true",
                             help="do not LISTEN for wakeups; poll only")
+        parser.add_argument("--no-scheduler", action="store_true",
+                            help="do not fire cron schedules from this worker")
+        parser.add_argument("--no-prune", action="store_true",
+                            help="do not delete old finished jobs from this worker")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         _setup_logging(opts["verbosity"])
@@ -91,6 +95,8 @@ class Command(BaseCommand):
             shutdown_timeout=opts["shutdown_timeout"], worker_id=opts["worker_id"],
             lease_seconds=opts["lease_seconds"], reap_interval=opts["reap_interval"],
             listen=False if opts["no_listen"] else None,
+            scheduler=False if opts["no_scheduler"] else None,
+            prune=False if opts["no_prune"] else None,
         )
         code = Worker(options).run()
         if code:

@@ -1,0 +1,128 @@
+"""Admin for cron schedules and queue controls. Thin: every write goes through scheduler.py or
+the queue-control functions of queries.py; each action needs the model's change permission."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+
+from . import conf, queries, scheduler
+from .models import Queue, Schedule
+
+_specs_cache: list[Any] = [None, -1, {}]  # [settings dict, decorator count, specs by name]
+
+
+def _specs() -> dict[str, scheduler.ScheduleSpec]:
+    """Valid definitions, re-read when the PGJOBS setting changes (its dict is rebuilt)."""
+    current, decorated = conf.get_settings(), len(scheduler._decorated)  # noqa: SLF001
+    if _specs_cache[0] is not current or _specs_cache[1] != decorated:
+        _specs_cache[:] = [current, decorated, {s.name: s for s in scheduler.load()[0]}]
+    return _specs_cache[2]
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    list_display = ("name", "job_type", "cron", "enabled", "last_fire_time", "last_job",
+                    "next_run", "run_now_requested")
+    list_filter = ("enabled",)
+    search_fields = ("name",)
+    readonly_fields = ("name", "job_type", "cron", "enabled", "last_fire_time", "last_job",
+                       "next_run", "run_now_requested", "updated_at")
+    fields = readonly_fields
+    actions = ("enable", "disable", "run_now")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # schedules are declared in PGJOBS['SCHEDULES'] or with @schedule
+
+    @admin.display(description="job type")
+    def job_type(self, obj: Schedule) -> str:
+        spec = _specs().get(obj.name)
+        return spec.type if spec else "(no longer defined)"
+
+    @admin.display(description="cron")
+    def cron(self, obj: Schedule) -> str:
+        spec = _specs().get(obj.name)
+        if spec is None:
+            return "-"
+        return f"{spec.cron} ({spec.timezone}, catch up: {spec.catch_up})"
+
+    @admin.display(description="next run")
+    def next_run(self, obj: Schedule) -> Any:
+        if not obj.enabled:
+            return "disabled"
+        return obj.next_fire_time or "computed at the next scheduler pass"
+
+    @admin.display(description="last job")
+    def last_job(self, obj: Schedule) -> Any:
+        if obj.last_job_id is None:
+            return "-"
+        try:
+            url = reverse("admin:django_pgjobs_job_change", args=[obj.last_job_id])
+        except NoReverseMatch:
+            return f"#{obj.last_job_id}"
+        return format_html('<a href="{}">#{}</a>', url, obj.last_job_id)
+
+    @admin.action(description="Enable selected schedules (from their next tick)",
+                  permissions=["change"])
+    def enable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        n = scheduler.set_enabled(_names(queryset), True)
+        self.message_user(request, f"{n} schedule(s) enabled: they fire from their next tick; "
+                          "ticks missed while disabled do not fire.", messages.SUCCESS)
+
+    @admin.action(description="Disable selected schedules", permissions=["change"])
+    def disable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        n = scheduler.set_enabled(_names(queryset), False)
+        self.message_user(request, f"{n} schedule(s) disabled.", messages.SUCCESS)
+
+    @admin.action(description="Run selected schedules now (once)", permissions=["change"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        defined = _specs()
+        names = [n for n in _names(queryset) if n in defined]
+        unknown = sorted(set(_names(queryset)) - set(names))
+        if unknown:
+            self.message_user(request, f"not defined any more, not run: {', '.join(unknown)}",
+                              messages.WARNING)
+        if names:
+            n = scheduler.request_run_now(names)
+            self.message_user(
+                request, f"{n} schedule(s) will fire once at the next scheduler pass (within "
+                f"{conf.get('SCHEDULER_INTERVAL'):g} s of a running worker).", messages.SUCCESS)
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    list_display = ("name", "paused", "concurrency_limit", "updated_at")
+    list_editable = ("paused", "concurrency_limit")
+    search_fields = ("name",)
+    fields = ("name", "paused", "concurrency_limit", "updated_at")
+    readonly_fields = ("updated_at",)
+    actions = ("pause", "resume")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Queue | None = None) -> Any:
+        return ("name", "updated_at") if obj is not None else ("updated_at",)
+
+    def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
+        queries.set_queue_paused(obj.name, obj.paused)
+        queries.set_queue_limit(obj.name, obj.concurrency_limit)
+
+    @admin.action(description="Pause selected queues (running jobs finish)",
+                  permissions=["change"])
+    def pause(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+        for name in _names(queryset):
+            queries.set_queue_paused(name, True)
+        self.message_user(request, f"paused: {', '.join(_names(queryset))}", messages.SUCCESS)
+
+    @admin.action(description="Resume selected queues", permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+        for name in _names(queryset):
+            queries.set_queue_paused(name, False)
+        self.message_user(request, f"resumed: {', '.join(_names(queryset))}", messages.SUCCESS)
+
+
+def _names(queryset: QuerySet[Any]) -> list[str]:
+    return sorted(str(pk) for pk in queryset.values_list("pk", flat=True))

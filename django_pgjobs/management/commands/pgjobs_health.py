@@ -1,0 +1,97 @@
+"""manage.py pgjobs_health [--json] [thresholds]: exit 0 when healthy, 1 with the reasons."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from ...health_checks import Thresholds, report
+from ...tables import JOB_TABLE
+
+
+def _number(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        n = -1.0
+    if not 0 <= n < 10**12:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
+    return n
+
+
+class Command(BaseCommand):
+    help = ("Check the queue's health: table and index sizes, dead tuples, long transactions, "
+            "stale leases, backlog age, unknown job types. Exit status 1 when unhealthy.")
+
+    def add_arguments(self, parser: Any) -> None:
+        d = Thresholds()
+        parser.add_argument("--json", action="store_true", help="print one JSON document")
+        parser.add_argument("--max-due-age", type=_number, default=d.max_due_age,
+                            metavar="SECONDS", help=f"oldest due job (default {d.max_due_age:g})")
+        parser.add_argument("--max-transaction-age", type=_number,
+                            default=d.max_transaction_age, metavar="SECONDS",
+                            help=f"oldest open transaction (default {d.max_transaction_age:g})")
+        parser.add_argument("--max-dead-ratio", type=_number, default=d.max_dead_ratio,
+                            help=f"dead/(live+dead) tuples of {JOB_TABLE} "
+                                 f"(default {d.max_dead_ratio:g})")
+        parser.add_argument("--min-dead-tuples", type=int, default=d.min_dead_tuples,
+                            help="dead tuples ignored below this count "
+                                 f"(default {d.min_dead_tuples})")
+        parser.add_argument("--stale-lease-grace", type=_number, metavar="SECONDS",
+                            help="seconds past expiry before a lease counts as stale "
+                                 "(default 3 x PGJOBS['REAP_INTERVAL'])")
+        parser.add_argument("--allow-unknown-types", action="store_true",
+                            help="due jobs of unregistered types do not make it unhealthy")
+        parser.add_argument("--max-table-mb", type=_number, metavar="MB",
+                            help=f"total size of {JOB_TABLE} (default: not checked)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        thresholds = Thresholds(
+            max_due_age=opts["max_due_age"], max_transaction_age=opts["max_transaction_age"],
+            max_dead_ratio=opts["max_dead_ratio"], min_dead_tuples=opts["min_dead_tuples"],
+            stale_lease_grace=opts["stale_lease_grace"],
+            allow_unknown_types=opts["allow_unknown_types"], max_table_mb=opts["max_table_mb"],
+        )
+        result = report(thresholds)
+        if opts["json"]:
+            self.stdout.write(json.dumps(result, indent=2, default=str))
+        else:
+            self._print(result)
+        if not result["healthy"]:
+            sys.exit(1)
+
+    def _print(self, result: dict[str, Any]) -> None:
+        m = result["metrics"]
+        w = self.stdout.write
+        for name, t in m["tables"].items():
+            w(f"{name}: {_mb(t['total_bytes'])} (table {_mb(t['table_bytes'])}, indexes "
+              f"{_mb(t['index_bytes'])}), {t['live_tuples']} live / {t['dead_tuples']} dead "
+              f"tuples, last autovacuum {t['last_autovacuum'] or 'never'}")
+        for name, i in m["indexes"].items():
+            w(f"  index {name}: {_mb(i['bytes'])}, {i['scans']} scans")
+        tx = m["oldest_transaction"]
+        w("oldest transaction: " + ("none open" if tx is None else
+          f"{tx['age_seconds']:.1f} s (pid {tx['pid']}, {tx['state']}, "
+          f"application {tx['application_name']!r})"))
+        lz = m["leases"]
+        w(f"expired leases: {lz['expired']} ({lz['stale']} older than "
+          f"{lz['grace_seconds']:g} s)")
+        b = m["backlog"]
+        age = b["oldest_due_age_seconds"]
+        w(f"due jobs: {b['due']}, oldest waiting " + ("-" if age is None else f"{age:.1f} s"))
+        w("unknown types due: " + (", ".join(f"{u['type']} ({u['due']})"
+                                               for u in m["unknown_types"]) or "none"))
+        w(f"live workers: {m['live_workers']}")
+        if result["healthy"]:
+            w(self.style.SUCCESS("healthy"))
+            return
+        for problem in result["problems"]:
+            self.stderr.write(f"UNHEALTHY: {problem}")
+
+
+def _mb(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f} MB"

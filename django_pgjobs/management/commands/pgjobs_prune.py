@@ -1,0 +1,72 @@
+"""manage.py pgjobs_prune [--dry-run] [--status S] [--older-than DAYS] [--batch-size N]"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from ... import retention
+
+
+def _days(value: str) -> float:
+    try:
+        days = float(value)
+    except ValueError:
+        days = -1.0
+    if not 0 <= days < 100_000:
+        raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {value!r}")
+    return days
+
+
+def _batch(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 100_000:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, 100000], got {value!r}")
+    return n
+
+
+class Command(BaseCommand):
+    help = ("Delete finished jobs older than PGJOBS['RETENTION'] (per status), in small batches. "
+            "Workers do this every PGJOBS['PRUNE_INTERVAL'] seconds; this runs it now.")
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--dry-run", action="store_true",
+                            help="count what would be deleted, delete nothing")
+        parser.add_argument("--status", action="append", choices=retention.JOB_STATUSES,
+                            help="only this status (repeatable; default: every finished status)")
+        parser.add_argument("--older-than", type=_days, metavar="DAYS",
+                            help="override the retention: jobs finished more than DAYS ago")
+        parser.add_argument("--batch-size", type=_batch, default=retention.BATCH,
+                            help=f"ids per DELETE (default {retention.BATCH})")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        statuses = opts["status"]
+        older_than = opts["older_than"]
+        if opts["dry_run"]:
+            planned = retention.plan(statuses=statuses, older_than=older_than)
+            if not planned:
+                self.stdout.write("nothing to prune: every selected status is kept forever")
+            for status, (cutoff, count) in planned.items():
+                self.stdout.write(f"would delete {count} {status} jobs finished before "
+                                  f"{cutoff.isoformat(timespec='seconds')}")
+            return
+        counts = retention.prune_once(statuses=statuses, older_than=older_than,
+                                      batch=opts["batch_size"], max_batches=None)
+        keys = list(statuses or retention.JOB_STATUSES)
+        if not statuses and older_than is None:  # a full pass also prunes these
+            keys += ["schedule_fires", "workers"]
+        for key in keys:
+            if key in counts:
+                self.stdout.write(f"deleted {counts[key]} {_label(key)}")
+            else:
+                self.stdout.write(f"kept {_label(key)}: no retention set (PGJOBS['RETENTION'])")
+
+
+def _label(key: str) -> str:
+    return {"schedule_fires": "schedule fire records", "workers": "stale worker rows"}.get(
+        key, f"{key} jobs")

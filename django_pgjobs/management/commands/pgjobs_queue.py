@@ -1,0 +1,73 @@
+"""manage.py pgjobs_queue pause NAME | resume NAME | limit NAME N|none | list"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ... import queries
+from ...exceptions import InvalidJobOption
+from ...validation import check_queue
+
+
+def _limit(value: str) -> int | None:
+    if value.lower() == "none":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise CommandError(f"limit must be an integer >= 0 or 'none', got {value!r}")
+    return n
+
+
+class Command(BaseCommand):
+    help = ("Pause, resume or cap a queue across all workers, or list queues. A paused queue is "
+            "not claimed (running jobs finish); a limit caps its RUNNING jobs cluster-wide.")
+
+    def add_arguments(self, parser: Any) -> None:
+        sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        for action, text in (("pause", "stop claiming the queue's jobs"),
+                             ("resume", "claim the queue's jobs again")):
+            sub.add_parser(action, help=text).add_argument("name", help="queue name")
+        limit = sub.add_parser("limit", help="cap the queue's RUNNING jobs across all workers")
+        limit.add_argument("name", help="queue name")
+        limit.add_argument("limit", help="an integer >= 0, or 'none' to remove the cap")
+        sub.add_parser("list", help="queues with their controls and job counts")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        action = opts["action"]
+        if action == "list":
+            self._list()
+            return
+        try:
+            name = check_queue(opts["name"])
+        except InvalidJobOption as exc:
+            raise CommandError(str(exc)) from None
+        if action == "limit":
+            info = queries.set_queue_limit(name, _limit(opts["limit"]))
+        else:
+            info = queries.set_queue_paused(name, action == "pause")
+        self.stdout.write(f"queue {info.name}: {_describe(info)}")
+
+    def _list(self) -> None:
+        rows = queries.queue_overview()
+        if not rows:
+            self.stdout.write("no queue has controls or active jobs")
+            return
+        width = max(5, *(len(r.name) for r in rows))
+        self.stdout.write(f"{'QUEUE':<{width}}  {'STATE':<7}  {'LIMIT':>5}  {'DUE':>8}  "
+                          f"{'LATER':>8}  {'RUNNING':>7}")
+        for r in rows:
+            limit = "-" if r.concurrency_limit is None else str(r.concurrency_limit)
+            self.stdout.write(f"{r.name:<{width}}  {'paused' if r.paused else 'open':<7}  "
+                              f"{limit:>5}  {r.due:>8}  {r.scheduled:>8}  {r.running:>7}")
+
+
+def _describe(info: queries.QueueInfo) -> str:
+    state = "paused" if info.paused else "open"
+    limit = ("no concurrency limit" if info.concurrency_limit is None
+             else f"at most {info.concurrency_limit} running")
+    return f"{state}, {limit}"

@@ -1,0 +1,1 @@
+from tests.schedules.helpers import clean_decorators, schedules  # noqa: F401

@@ -1,0 +1,138 @@
+"""manage.py pgjobs_health: measurements from PostgreSQL, rules as a pure function."""
+
+import io
+import json
+
+import psycopg
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from django_pgjobs.health_checks import Thresholds, evaluate
+from tests.conftest import sql
+
+pytestmark = pytest.mark.django_db
+
+
+def healthy_metrics(**changes: object) -> dict:
+    metrics = {
+        "tables": {"pgjobs_job": {"total_bytes": 2**20, "live_tuples": 100_000,
+                                  "dead_tuples": 5_000}},
+        "oldest_transaction": {"pid": 7, "age_seconds": 2.0, "state": "active",
+                               "application_name": "app"},
+        "leases": {"expired": 1, "stale": 0, "grace_seconds": 30.0},
+        "backlog": {"due": 3, "oldest_due_age_seconds": 1.5},
+        "unknown_types": [],
+        "live_workers": 2,
+    }
+    for key, value in changes.items():
+        metrics[key] = value
+    return metrics
+
+
+def test_healthy_metrics_raise_no_problem():
+    assert evaluate(healthy_metrics(), Thresholds()) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "text"),
+    [
+        ({"tables": {"pgjobs_job": {"live_tuples": 10_000, "dead_tuples": 50_000}}},
+         "50000 dead tuples"),
+        ({"oldest_transaction": {"pid": 99, "age_seconds": 4000.0, "state": "idle in transaction",
+                                 "application_name": "psql"}}, "open for 4000 s (pid 99"),
+        ({"leases": {"expired": 3, "stale": 2, "grace_seconds": 30.0}}, "2 RUNNING jobs"),
+        ({"backlog": {"due": 50, "oldest_due_age_seconds": 900.0}}, "waited 900 s"),
+        ({"live_workers": 0}, "no worker has sent a heartbeat"),
+        ({"unknown_types": [{"type": "old.type", "due": 4}]}, "old.type (4)"),
+    ],
+)
+def test_each_rule_reports_its_reason(changes, text):
+    problems = evaluate(healthy_metrics(**changes), Thresholds())
+    assert len(problems) == 1 and text in problems[0], problems
+
+
+def test_thresholds_move_the_lines():
+    few_dead = healthy_metrics(tables={"pgjobs_job": {"live_tuples": 10, "dead_tuples": 900}})
+    assert evaluate(few_dead, Thresholds()) == []  # under min_dead_tuples
+    assert evaluate(few_dead, Thresholds(min_dead_tuples=100)) != []
+    unknown = healthy_metrics(unknown_types=[{"type": "x", "due": 1}])
+    assert evaluate(unknown, Thresholds(allow_unknown_types=True)) == []
+    assert evaluate(healthy_metrics(), Thresholds(max_table_mb=0.5)) != []
+    assert evaluate(healthy_metrics(), Thresholds(max_due_age=1.0)) != []
+
+
+# --- the command against the database ----------------------------------------------------------
+
+
+def health(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("pgjobs_health", *args, stdout=out, stderr=err)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_an_empty_queue_is_healthy():
+    code, out, err = health()
+    assert code == 0, err
+    assert "pgjobs_job:" in out and "index pgjobs_job_claim_idx" in out
+    assert out.rstrip().endswith("healthy") and err == ""
+
+
+def test_json_output_carries_metrics_and_verdict():
+    code, out, _ = health("--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["healthy"] is True and doc["problems"] == []
+    assert set(doc["metrics"]) == {"tables", "indexes", "oldest_transaction", "leases",
+                                   "backlog", "unknown_types", "live_workers"}
+    assert doc["metrics"]["tables"]["pgjobs_job"]["total_bytes"] > 0
+    assert doc["thresholds"]["stale_lease_grace"] == 30.0  # 3 x REAP_INTERVAL
+
+
+def test_a_stale_lease_makes_it_unhealthy():
+    sql("INSERT INTO pgjobs_job (type, status, lease_token, lease_expires_at) "
+        "VALUES ('test.noop', 'RUNNING', gen_random_uuid(), now() - interval '1 hour')")
+    code, _, err = health()
+    assert code == 1 and "UNHEALTHY: 1 RUNNING jobs have a lease expired" in err
+    assert health("--stale-lease-grace", "7200")[0] == 0
+
+
+def test_an_old_backlog_without_workers_makes_it_unhealthy():
+    sql("INSERT INTO pgjobs_job (type, run_after) VALUES ('test.noop', now() - interval '1 hour')")
+    code, out, _ = health("--json")
+    doc = json.loads(out)
+    assert code == 1
+    assert any("oldest due job has waited" in p for p in doc["problems"])
+    assert any("no worker has sent a heartbeat" in p for p in doc["problems"])
+    assert doc["metrics"]["backlog"]["due"] == 1
+
+
+def test_a_paused_queue_does_not_count_as_backlog():
+    sql("INSERT INTO pgjobs_job (type, queue, run_after) "
+        "VALUES ('test.noop', 'held', now() - interval '1 hour')")
+    sql("INSERT INTO pgjobs_queue (name, paused) VALUES ('held', true)")
+    assert health()[0] == 0
+
+
+def test_unknown_types_are_reported_unless_allowed():
+    sql("INSERT INTO pgjobs_job (type, run_after) VALUES ('gone.type', now() - interval '1 hour')")
+    code, _, err = health()
+    assert code == 1 and "gone.type (1)" in err
+    assert health("--allow-unknown-types")[0] == 0  # nor backlog: no handler here can run it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_open_transaction_is_found():
+    dsn = {k: v for k, v in connection.get_connection_params().items()
+           if k in ("host", "port", "user", "password", "dbname")}
+    with psycopg.connect(**dsn, application_name="forgotten-shell") as other:
+        other.execute("SELECT txid_current()")  # stays open: psycopg does not autocommit
+        sql("SELECT pg_sleep(0.2)")
+        code, out, err = health("--max-transaction-age", "0.1")
+        assert code == 1
+        assert f"pid {other.info.backend_pid}" in err and "forgotten-shell" in err
+        other.rollback()
+    assert health()[0] == 0
