@@ -335,7 +335,7 @@ def limited_queues(using: str | None = None) -> list[str]:
 
 _FINALIZE = f"""
 WITH v AS (
-    SELECT * FROM jsonb_to_recordset(%s::jsonb) AS v(
+    SELECT * FROM jsonb_to_recordset(%(completions)s::jsonb) AS v(
         id bigint, token uuid, attempt int, status text, result jsonb, error text,
         duration_ms bigint, delay double precision, run_at timestamptz, note text)
 )
@@ -398,10 +398,53 @@ def finalize(completions: Sequence[Completion], using: str | None = None) -> set
     """
     if not completions:
         return set()
-    payload = json.dumps([c.as_record() for c in completions], separators=(",", ":"))
     with _cursor(using) as cur:
-        cur.execute(_FINALIZE, [payload])
+        cur.execute(_FINALIZE, {"completions": _completions_json(completions)})
         return {r[0] for r in cur.fetchall()}
+
+
+def _completions_json(completions: Sequence[Completion]) -> str:
+    return json.dumps([c.as_record() for c in completions], separators=(",", ":"))
+
+
+def finalize_and_claim(
+    completions: Sequence[Completion],
+    *,
+    worker_id: str,
+    types: Sequence[str],
+    queues: Sequence[str] | None,
+    limit: int,
+    lease_seconds: float,
+    fair: bool = False,
+    after_tenant: str | None = None,
+    using: str | None = None,
+) -> tuple[set[int], list[ClaimedRow]]:
+    """The worker's hot path in one round trip: record finished runs, then claim more.
+
+    Two statements sent together (one implicit transaction); each keeps its own fence:
+    the finalize writes only runs whose lease we hold, the claim locks with SKIP LOCKED.
+    """
+    if not completions:
+        return set(), claim(worker_id=worker_id, types=types, queues=queues, limit=limit,
+                            lease_seconds=lease_seconds, fair=fair, after_tenant=after_tenant,
+                            using=using)
+    if limit <= 0 or not types:
+        return finalize(completions, using=using), []
+    params = {
+        "completions": _completions_json(completions),
+        "types": list(types),
+        "all_queues": queues is None,
+        "queues": list(queues or []),
+        "limit": limit,
+        "worker": worker_id,
+        "lease": lease_seconds,
+        "after": after_tenant or "",
+    }
+    with _cursor(using) as cur:
+        cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
+        written = {r[0] for r in cur.fetchall()}
+        cur.nextset()
+        return written, _rows(cur)
 
 
 # --- leases ------------------------------------------------------------------------------------

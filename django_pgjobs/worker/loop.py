@@ -45,6 +45,7 @@ logger = logging.getLogger("django_pgjobs.worker")
 
 QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "released", "abandoned"
 CONTROLS_REFRESH = 2.0  # seconds between reads of pgjobs_queue's concurrency limits
+BATCH_WINDOW = 0.002  # seconds a finished run may wait for others to share its round trip
 
 
 @dataclass
@@ -126,6 +127,8 @@ class Worker:
         self._last_claim_full = False
         self._limited: list[str] = []
         self._tenant_cursor: str | None = None
+        # Wake the loop once this many runs ended (or all running ones did).
+        self._refill = max(1, min(o.batch_size, o.concurrency) // 4)
         self._next_controls = 0.0
         self.exit_code = 0
         self._next_schedule = 0.0  # scheduler: at start, then every scheduler_interval
@@ -151,9 +154,8 @@ class Worker:
     def run_once(self) -> int:
         """One step of the loop; returns how many jobs were claimed. Survives database outages."""
         try:
-            self.finalize_finished()
             self.maintain()
-            claimed = self.claim_and_dispatch()
+            claimed = self.finalize_and_claim()
             self._db_backoff = 0.0
             return claimed
         except (OperationalError, InterfaceError) as exc:
@@ -250,33 +252,44 @@ class Worker:
     # --- the steps ----------------------------------------------------------------------------
 
     def claim_and_dispatch(self) -> int:
-        if self._stopping.is_set():
-            return 0
+        """Claim as many jobs as there are free threads (finished runs already written)."""
+        self.finalize_finished()
+        return self.finalize_and_claim()
+
+    def finalize_and_claim(self) -> int:
+        """Record the runs that ended and claim as many jobs as that frees, in one round trip.
+
+        Queues with a concurrency limit are claimed first, in their own short transactions.
+        """
+        batch = self._take_finished()
         o = self.options
-        free = o.concurrency - self._running_count() - self._zombies
+        free = o.concurrency - self._running_count() + len(batch) - self._zombies
         if o.max_jobs is not None:
             free = min(free, o.max_jobs - self.claimed_total)
-        limit = min(free, o.batch_size)
-        if limit <= 0:
-            self._last_claim_full = False
-            return 0
-        rows = []
-        for name in self._limited:  # capped queues first: they are served one by one
-            rows += queries.claim_limited(
-                queue=name, worker_id=self.worker_id, types=self._types,
-                limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
-            )
-        if len(rows) < limit:
-            fast = queries.claim(
-                worker_id=self.worker_id, types=self._types, queues=o.queues,
-                limit=limit - len(rows), lease_seconds=o.lease_seconds, fair=o.fair_share,
-                after_tenant=self._tenant_cursor, using=self.using,
-            )
-            if o.fair_share:  # next claim starts after the last tenant served (round-robin)
-                tenants = [r.tenant_id for r in fast if r.tenant_id is not None]
-                self._tenant_cursor = max(tenants) if len(fast) == limit - len(rows) and tenants else None
-            rows += fast
-        self._last_claim_full = len(rows) == limit
+        limit = 0 if self._stopping.is_set() else min(free, o.batch_size)
+        rows: list[ClaimedRow] = []
+        if limit > 0 and self._limited:
+            self._write_finished(batch, queries.finalize([c for _, c in batch if not c.written],
+                                                         using=self.using))
+            batch = []
+            for name in self._limited:  # capped queues first: they are served one by one
+                rows += queries.claim_limited(
+                    queue=name, worker_id=self.worker_id, types=self._types,
+                    limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
+                )
+        want = limit - len(rows)
+        written, fast = queries.finalize_and_claim(
+            [c for _, c in batch if not c.written],
+            worker_id=self.worker_id, types=self._types, queues=o.queues,
+            limit=want, lease_seconds=o.lease_seconds, fair=o.fair_share,
+            after_tenant=self._tenant_cursor, using=self.using,
+        ) if (batch or want > 0) else (set(), [])
+        self._write_finished(batch, written)
+        if o.fair_share and want > 0:  # next claim starts after the last tenant served
+            tenants = [r.tenant_id for r in fast if r.tenant_id is not None]
+            self._tenant_cursor = max(tenants) if len(fast) == want and tenants else None
+        rows += fast
+        self._last_claim_full = limit > 0 and len(rows) == limit
         now = time.monotonic()
         for row in rows:
             self._dispatch(row, now)
@@ -284,6 +297,13 @@ class Worker:
         return len(rows)
 
     def finalize_finished(self) -> None:
+        batch = self._take_finished()
+        if batch:
+            self._write_finished(
+                batch, queries.finalize([c for _, c in batch if not c.written], using=self.using)
+            )
+
+    def _take_finished(self) -> list[tuple[InFlight, Completion]]:
         batch = self._unwritten
         self._unwritten = []
         try:
@@ -291,14 +311,13 @@ class Worker:
                 batch.append(self._finished.get_nowait())
         except queue.Empty:
             pass
-        if not batch:
-            return
-        try:
-            written = queries.finalize([c for _, c in batch if not c.written], using=self.using)
-            written.update(c.id for _, c in batch if c.written)
-        except BaseException:
-            self._unwritten = batch  # nothing lost: written at the next step
-            raise
+        self._unwritten = batch  # until written: a database error keeps them for the next step
+        return batch
+
+    def _write_finished(self, batch: list[tuple[InFlight, Completion]], written: set[int]) -> None:
+        """Bookkeeping once the outcomes are in the database: log, free the slots, signal."""
+        self._unwritten = []
+        written = written | {c.id for _, c in batch if c.written}
         for item, completion in batch:
             self._log_finished(item, completion, completion.id in written)
             with self._inflight_lock:
@@ -398,7 +417,9 @@ class Worker:
                     continue
                 item.state = DONE
             self._finished.put((item, completion))
-            self._wake.set()
+            ended = self._finished.qsize()
+            if ended == 1 or ended >= self._refill or ended >= self._running_count():
+                self._wake.set()
 
     def _check_timeouts(self, now: float) -> None:
         with self._inflight_lock:
@@ -555,7 +576,13 @@ class Worker:
             return
         if self._last_claim_full and not self._stopping.is_set():
             return  # more work is probably waiting: claim again at once
-        if not self._finished.empty():
+        ended = self._finished.qsize()
+        if ended:
+            # Micro-batch: give the other running jobs a moment to end too, so that one round
+            # trip records several of them (the executors wake us as soon as enough did).
+            if ended < self._refill and ended < self._running_count():
+                self._wake.clear()
+                self._wake.wait(BATCH_WINDOW)
             return
         timeout = o.poll_interval
         if self._listener is not None and not self._listener.connected.is_set():
