@@ -603,6 +603,46 @@ def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], lis
     return cancelled, requested
 
 
+def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
+              using: str | None = None) -> list[tuple[int, int]]:
+    """Enqueue a fresh PENDING copy of each job (same type, queue, priority, config, trace and
+    tenant; no unique key), due now. Returns (original id, new id) pairs."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""WITH src AS (
+                    SELECT id, type, queue, priority, config, trace_id, tenant_id, max_attempts
+                    FROM {T} WHERE id = ANY(%s::bigint[])
+                ), ins AS (
+                    INSERT INTO {T} (type, queue, priority, config, trace_id, tenant_id,
+                                     operated_by, max_attempts, history)
+                    SELECT type, queue, priority, config, trace_id, tenant_id,
+                           COALESCE(%s, 'duplicate of ' || id), max_attempts,
+                           jsonb_build_array(jsonb_build_object(
+                               'outcome', 'duplicated_from', 'job_id', id))
+                    FROM src ORDER BY id
+                    RETURNING id, queue, history
+                ), wake AS (
+                    SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q
+                )
+                SELECT (history -> 0 ->> 'job_id')::bigint, id, (SELECT count(*) FROM wake)
+                FROM ins ORDER BY id""",
+            [list(ids), operated_by, conf.get("NOTIFY_CHANNEL")],
+        )
+        return [(r[0], r[1]) for r in cur.fetchall()]
+
+
+def delete_terminal(ids: Iterable[int], using: str | None = None) -> list[int]:
+    """Delete finished jobs (COMPLETED, COMPLETED_WITH_ERRORS, FAILED, CANCELLED) only."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""DELETE FROM {T} WHERE id = ANY(%s::bigint[])
+                AND status IN ('COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELLED')
+                RETURNING id""",
+            [list(ids)],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
 # --- workers -----------------------------------------------------------------------------------
 
 

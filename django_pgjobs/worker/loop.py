@@ -33,6 +33,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.backends.signals import connection_created
 
 from .. import conf, queries, registry, retention, scheduler, signals
+from .. import health, rollup  # observability: /livez /readyz /metrics, rollups
 from ..context import JobContext
 from ..exceptions import JobTimeout
 from ..queries import ClaimedRow, Completion
@@ -62,6 +63,9 @@ class WorkerOptions:
     reap_interval: float = 10.0
     listen: bool = True
     install_signal_handlers: bool = True
+    # Observability (health.py): runjobs --health-port / --health-host.
+    health_port: int | None = None
+    health_host: str = "0.0.0.0"  # noqa: S104 - probes come from outside the pod
     fair_share: bool = False
     using: str = "default"
     # Periodic maintenance of long-lived workers (not --burst): cron schedules, pruning.
@@ -131,6 +135,9 @@ class Worker:
         self._refill = max(1, min(o.batch_size, o.concurrency) // 4)
         self._next_controls = 0.0
         self.exit_code = 0
+        self.last_step_at = time.monotonic()  # /livez: the loop keeps stepping
+        self._rollup = rollup.WorkerRollup()  # the dashboard's counts
+        self._health: health.HealthServer | None = None
         self._next_schedule = 0.0  # scheduler: at start, then every scheduler_interval
         # pruner: first in the second half of its interval, so that restarts do not stampede
         spread = 0.5 + 0.5 * random.random()  # noqa: S311
@@ -153,6 +160,7 @@ class Worker:
 
     def run_once(self) -> int:
         """One step of the loop; returns how many jobs were claimed. Survives database outages."""
+        self.last_step_at = time.monotonic()
         try:
             self.maintain()
             claimed = self.finalize_and_claim()
@@ -190,6 +198,7 @@ class Worker:
             )
             self._listener.start()
         self._next_reap = time.monotonic()  # reap once at start: rescue what a crash left
+        self._start_observability()
         logger.info(
             "worker %s started: queues=%s concurrency=%s batch=%s types=%s", self.worker_id,
             ",".join(o.queues) if o.queues else "*", o.concurrency, o.batch_size,
@@ -226,12 +235,35 @@ class Worker:
             t.join(max(0.0, join_deadline - time.monotonic()))
         if self._listener is not None:
             self._listener.stop()
+        self._stop_observability()
         self._with_db_retry(lambda: queries.delete_worker(self.worker_id, using=self.using), 2)
         connection_created.disconnect(self._tag_connection)
         logger.info(
             "worker %s stopped: %s jobs finished", self.worker_id, self.finished_total,
             extra={"action": "worker.stopped"},
         )
+
+    # --- observability (health.py, rollup.py): additive hooks, no per-job database work ----------
+
+    def _start_observability(self) -> None:
+        self._rollup.start()
+        o = self.options
+        if o.health_port is not None:
+            self._health = health.HealthServer(self, o.health_host, o.health_port).start()
+
+    def _observe_step(self) -> None:
+        try:
+            self._rollup.step(self.using, sample=not self.options.burst)
+        except (OperationalError, InterfaceError):
+            raise  # run_once backs off and retries
+        except Exception:
+            logger.exception("dashboard rollup step failed; retried at the next step",
+                             extra={"action": "worker.rollup_error"})
+
+    def _stop_observability(self) -> None:
+        self._with_db_retry(lambda: self._rollup.stop(self.using), attempts=2)
+        if self._health is not None:
+            self._health.stop()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals_seen += 1
@@ -341,6 +373,7 @@ class Worker:
         if reap and now >= self._next_reap:
             self._reap()
             self._next_reap = now + o.reap_interval * (0.8 + 0.4 * random.random())  # noqa: S311
+        self._observe_step()
         if reap and not o.burst:
             self._periodic(now)
 

@@ -58,6 +58,16 @@ def _worker_id(value: str) -> str:
     return value
 
 
+def _port(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a TCP port, got {value!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 0-65535, got {n}")
+    return n
+
+
 class Command(BaseCommand):
     help = "Run a django-pgjobs worker: claim due jobs, run their handlers, record the outcome."
 
@@ -81,6 +91,10 @@ class Command(BaseCommand):
                             help="seconds between expired-lease checks")
         parser.add_argument("--no-listen", action="store_true",
                             help="do not LISTEN for wakeups; poll only")
+        parser.add_argument("--health-port", type=_port,
+                            help="serve /livez, /readyz and /metrics on this port")
+        parser.add_argument("--health-host", default="0.0.0.0",  # noqa: S104
+                            help="address of the health endpoints (default: all interfaces)")
         parser.add_argument("--no-scheduler", action="store_true",
                             help="do not fire cron schedules from this worker")
         parser.add_argument("--no-prune", action="store_true",
@@ -95,6 +109,7 @@ class Command(BaseCommand):
             shutdown_timeout=opts["shutdown_timeout"], worker_id=opts["worker_id"],
             lease_seconds=opts["lease_seconds"], reap_interval=opts["reap_interval"],
             listen=False if opts["no_listen"] else None,
+            health_port=opts["health_port"], health_host=opts["health_host"],
             scheduler=False if opts["no_scheduler"] else None,
             prune=False if opts["no_prune"] else None,
         )

@@ -1,0 +1,711 @@
+"""The jobs admin: an operations view of the queue. Thin: it reads rows, and every change goes
+through the state-changing functions of queries.py (retry_now, run_now, cancel, duplicate,
+delete_terminal), each action behind its own permission.
+
+Built to stay fast on millions of rows: no full COUNT(*) per page (a capped count, then the
+planner's estimate), the JSON columns deferred in the list, only indexed orderings, filters whose
+choices come from indexes or the rollup, and a search that only uses indexed conditions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from datetime import timedelta
+from functools import cached_property
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.options import ActionLocation
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Left, Now, Right
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince, timeuntil
+
+from . import conf, dashboard, queries, registry, rollup
+from .models import Dashboard, Job
+from .status import TERMINAL_STATUSES, JobStatus
+from .tables import JOB_TABLE, QUEUE_TABLE
+
+ACTION_LIMIT = 10_000  # jobs one action may touch (select-across on a huge table is refused)
+EXACT_COUNT_UP_TO = 10_000  # the changelist counts exactly up to this, then estimates
+MAX_PRETTY_CHARS = 200_000
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def redact(value: Any, keys: Iterable[str] | None = None) -> Any:
+    """A copy of ``value`` whose dict entries with a secret-looking key are masked.
+
+    A key matches when it contains one of ``PGJOBS["REDACT_KEYS"]`` (case-insensitive).
+    """
+    needles = [k.lower() for k in (conf.get("REDACT_KEYS") if keys is None else keys)]
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: ("********" if any(n in str(k).lower() for n in needles) else walk(x))
+                    for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+def pretty_json(value: Any) -> SafeString:
+    text = json.dumps(redact(value), indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    if len(text) > MAX_PRETTY_CHARS:
+        text = text[:MAX_PRETTY_CHARS] + f"\n… ({len(text) - MAX_PRETTY_CHARS:,} more characters)"
+    return format_html('<pre class="pgjobs-pre">{}</pre>', text)
+
+
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
+
+
+def error_summary(text: str | None) -> tuple[str, str]:
+    """(exception class, first line of its message) of a stored error; ('', first line) for
+    errors that are not tracebacks (lease expired, cancelled …)."""
+    if not text:
+        return "", ""
+    lines = text.splitlines()
+    start = max((i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call")),
+                default=None)
+    if start is not None:
+        for ln in lines[start + 1:]:
+            if ln and not ln[0].isspace():
+                m = _EXC_LINE.match(ln.strip())
+                if m:
+                    return m.group(1), (m.group(2) or "")[:200]
+                return "", ln[:200]
+    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    m = _EXC_LINE.match(first)
+    if m and m.group(2) is not None and "." in m.group(1) or (m and m.group(1).endswith(
+            ("Error", "Exception", "Timeout", "Exit", "Interrupt"))):
+        return m.group(1), (m.group(2) or "")[:200]
+    return "", first[:200]
+
+
+def relative(dt: Any, now: Any = None) -> SafeString | str:
+    if dt is None:
+        return "–"
+    now = now or timezone.now()
+    text = f"in {timeuntil(dt, now)}" if dt > now else f"{timesince(dt, now)} ago"
+    return format_html('<span title="{}">{}</span>', dt.isoformat(), text.replace("\xa0", " "))
+
+
+def human_ms(ms: float | None) -> str:
+    if ms is None:
+        return "–"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms / 60_000:.1f} min"
+
+
+def derived_status(job: Job, now: Any = None) -> str:
+    """PENDING/RUNNING refined: scheduled (due later), retrying (attempts > 0), stale (RUNNING
+    with an expired lease); other statuses as they are."""
+    now = now or timezone.now()
+    if job.status == JobStatus.RUNNING and job.lease_expires_at and job.lease_expires_at < now:
+        return "stale"
+    if job.status == JobStatus.PENDING:
+        if job.attempts > 0:
+            return "retrying"
+        if job.run_after and job.run_after > now:
+            return "scheduled"
+    return job.status
+
+
+STATUS_COLORS = {
+    "PENDING": "#6c757d", "scheduled": "#5b7db1", "retrying": "#e08e0b", "RUNNING": "#2f6fb0",
+    "stale": "#8e44ad", "COMPLETED": "#2e8b57", "COMPLETED_WITH_ERRORS": "#9a8a1b",
+    "FAILED": "#c0392b", "CANCELLED": "#7f8c8d",
+}
+
+
+def status_badge(job: Job) -> SafeString:
+    label = derived_status(job)
+    return format_html('<span class="pgjobs-badge" style="background:{}">{}</span>',
+                       STATUS_COLORS.get(label, "#555"), label.replace("_", " ").lower())
+
+
+# --- fast counting -----------------------------------------------------------------------------
+
+
+class EstimatedCountPaginator(Paginator):
+    """Counts exactly up to EXACT_COUNT_UP_TO rows, then trusts the planner's estimate."""
+
+    @cached_property
+    def count(self) -> int:  # type: ignore[override]
+        qs = self.object_list
+        exact = qs.order_by()[: EXACT_COUNT_UP_TO + 1].count()
+        if exact <= EXACT_COUNT_UP_TO:
+            return exact
+        try:
+            plan = json.loads(qs.order_by().explain(format="json"))
+            estimate = int(plan[0]["Plan"]["Plan Rows"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            estimate = 0
+        return max(exact, estimate)
+
+
+def distinct_types(using: str | None = None, limit: int = 200) -> list[str]:
+    """Job types in the table, by a loose index scan of the (type, tenant, created) index."""
+    with connections[using or conf.get("DATABASE")].cursor() as cur:
+        cur.execute(
+            f"""WITH RECURSIVE t(type) AS (
+                    (SELECT type FROM {JOB_TABLE} ORDER BY type LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT j.type FROM {JOB_TABLE} j WHERE j.type > t.type
+                            ORDER BY j.type LIMIT 1)
+                    FROM t WHERE t.type IS NOT NULL
+                )
+                SELECT type FROM t WHERE type IS NOT NULL LIMIT %s""",
+            [limit],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+def known_types() -> list[str]:
+    return sorted(set(distinct_types()) | set(registry.registered_types()))
+
+
+def known_queues() -> list[str]:
+    names = set(rollup.known_queues(days=1))
+    names.add(conf.get("DEFAULT_QUEUE"))
+    for t in registry.registered_types():
+        spec = registry.get(t)
+        if spec is not None:
+            names.add(spec.effective_queue())
+    with connections[conf.get("DATABASE")].cursor() as cur:
+        cur.execute(f"SELECT name FROM {QUEUE_TABLE}")
+        names.update(r[0] for r in cur.fetchall())
+    names.update(recent_values("queue"))
+    return sorted(names)
+
+
+def recent_values(column: str, limit: int = 30) -> list[str]:
+    """Distinct values of a column among the 5,000 newest jobs (cheap: the primary key)."""
+    if column not in ("queue", "tenant_id"):
+        raise ValueError(column)
+    with connections[conf.get("DATABASE")].cursor() as cur:
+        cur.execute(
+            f"""SELECT DISTINCT {column} FROM (
+                    SELECT {column} FROM {JOB_TABLE} ORDER BY id DESC LIMIT 5000) r
+                WHERE {column} IS NOT NULL ORDER BY 1 LIMIT %s""",
+            [limit],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+# --- filters ------------------------------------------------------------------------------------
+
+
+class StateFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "state"
+    DERIVED = {
+        "due": Q(status=JobStatus.PENDING, run_after__lte=Now()),
+        "scheduled": Q(status=JobStatus.PENDING, run_after__gt=Now()),
+        "retrying": Q(status=JobStatus.PENDING, attempts__gt=0),
+        "stale": Q(status=JobStatus.RUNNING, lease_expires_at__lt=Now()),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("PENDING", "Pending (all)"), ("due", "Pending, due now"),
+            ("scheduled", "Scheduled (due later)"), ("retrying", "Retrying (attempts > 0)"),
+            ("RUNNING", "Running"), ("stale", "Stale (lease expired)"),
+            ("COMPLETED", "Completed"), ("COMPLETED_WITH_ERRORS", "Completed with errors"),
+            ("FAILED", "Failed"), ("CANCELLED", "Cancelled"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value in self.DERIVED:
+            return queryset.filter(self.DERIVED[value])
+        if value in JobStatus.values:
+            return queryset.filter(status=value)
+        return queryset
+
+
+class _ValueFilter(admin.SimpleListFilter):
+    """A filter on one column whose choices are computed; any value in the URL is honoured."""
+
+    field = ""
+
+    def choices_list(self) -> list[str]:
+        raise NotImplementedError
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        values = self.choices_list()
+        if self.value() and self.value() not in values:
+            values = [self.value(), *values]
+        return [(v, v) for v in values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value():
+            return queryset.filter(**{self.field: self.value()})
+        return queryset
+
+
+class QueueFilter(_ValueFilter):
+    title = "queue"
+    parameter_name = "queue"
+    field = "queue"
+
+    def choices_list(self) -> list[str]:
+        return known_queues()
+
+
+class TypeFilter(_ValueFilter):
+    title = "type"
+    parameter_name = "type"
+    field = "type"
+
+    def choices_list(self) -> list[str]:
+        return known_types()
+
+
+class TenantFilter(_ValueFilter):
+    title = "tenant"
+    parameter_name = "tenant"
+    field = "tenant_id"
+
+    def choices_list(self) -> list[str]:
+        """Tenants of the most recent jobs (the URL accepts any tenant)."""
+        return recent_values("tenant_id")
+
+
+class FinishedWithinFilter(admin.SimpleListFilter):
+    title = "finished within"
+    parameter_name = "finished"
+    WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        window = self.WINDOWS.get(self.value() or "")
+        if window is None:
+            return queryset
+        return queryset.filter(finished_at__gte=Now() - window)
+
+
+class HasErrorFilter(admin.SimpleListFilter):
+    title = "has error"
+    parameter_name = "has_error"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.filter(error__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(error__isnull=True)
+        return queryset
+
+
+# --- the job admin ------------------------------------------------------------------------------
+
+_TRACE_TERM = re.compile(r"^[A-Za-z0-9._:\-]{4,255}$")
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ("id", "type", "queue", "status_col", "attempts_col", "priority",
+                    "run_after_col", "created_col", "duration_col", "locked_by", "trace_col",
+                    "tenant_id", "error_col")
+    list_display_links = ("id", "type")
+    list_filter = (StateFilter, QueueFilter, TypeFilter, FinishedWithinFilter, HasErrorFilter,
+                   TenantFilter)
+    search_fields = ("=id",)  # shows the box; get_search_results does the indexed search
+    search_help_text = ("Job id, trace id (or its first characters), or job type (or its "
+                        "beginning).")
+    sortable_by = ("id",)  # other orderings would sort millions of rows
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = EstimatedCountPaginator
+    list_per_page = 50
+    list_max_show_all = 200
+    actions = ["retry_jobs", "run_jobs_now", "cancel_jobs", "duplicate_jobs",
+               "delete_finished_jobs"]
+    change_list_template = "admin/django_pgjobs/job/change_list.html"
+    change_form_template = "admin/django_pgjobs/job/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("overview",)}),
+        ("Timeline", {"fields": ("timeline",)}),
+        ("Config", {"fields": ("config_pretty",)}),
+        ("Result", {"fields": ("result_pretty",)}),
+        ("Error", {"fields": ("error_pretty",)}),
+        ("Attempts", {"fields": ("history_table",)}),
+    )
+    readonly_fields = ("overview", "timeline", "config_pretty", "result_pretty", "error_pretty",
+                       "history_table")
+
+    # --- permissions: jobs are enqueued by code and changed only through actions ---------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the detail page is read-only: config, type, status never edited
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.status not in TERMINAL_STATUSES:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def _perm(self, request: HttpRequest, codename: str) -> bool:
+        return request.user.has_perm(f"django_pgjobs.{codename}")
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "retry_job")
+
+    def has_run_now_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "run_job_now")
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "cancel_job")
+
+    def has_duplicate_permission(self, request: HttpRequest) -> bool:
+        return self._perm(request, "duplicate_job")
+
+    def get_actions(self, request: HttpRequest,
+                    action_location: ActionLocation = ActionLocation.CHANGE_LIST,
+                    ) -> dict[str, Any]:
+        actions = super().get_actions(request, action_location=action_location)
+        actions.pop("delete_selected", None)  # deletes any state: replaced by delete_finished
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: Job) -> None:
+        if not queries.delete_terminal([obj.pk]):
+            raise PermissionDenied("only finished jobs can be deleted")
+
+    # --- list ----------------------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        qs = super().get_queryset(request)
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.url_name == "django_pgjobs_job_changelist":
+            qs = qs.defer("config", "result", "history", "error").annotate(
+                error_head=Left("error", 400), error_tail=Right("error", 2000))
+        return qs
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet,
+                           search_term: str) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        q = Q()
+        if term.isdigit() and len(term) < 19:
+            q |= Q(id=int(term))
+        if _TRACE_TERM.match(term):
+            q |= Q(trace_id__startswith=term)
+            if term != term.lower():
+                q |= Q(trace_id__startswith=term.lower())
+        types = [t for t in known_types() if t.startswith(term)]
+        if types:
+            q |= Q(type__in=types)
+        if not q:
+            return queryset.none(), False
+        return queryset.filter(q), False
+
+    @admin.display(description="status")
+    def status_col(self, obj: Job) -> SafeString:
+        return status_badge(obj)
+
+    @admin.display(description="attempts")
+    def attempts_col(self, obj: Job) -> str:
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="run after")
+    def run_after_col(self, obj: Job) -> SafeString | str:
+        return relative(obj.run_after)
+
+    @admin.display(description="created")
+    def created_col(self, obj: Job) -> SafeString | str:
+        return relative(obj.created_at)
+
+    @admin.display(description="duration")
+    def duration_col(self, obj: Job) -> str:
+        return human_ms(obj.duration_ms)
+
+    @admin.display(description="trace id")
+    def trace_col(self, obj: Job) -> SafeString | str:
+        if not obj.trace_id:
+            return "–"
+        url = reverse("admin:django_pgjobs_job_changelist") + "?q=" + obj.trace_id
+        return format_html('<a href="{}" title="{}"><code>{}</code></a>', url, obj.trace_id,
+                           obj.trace_id[:12] + ("…" if len(obj.trace_id) > 12 else ""))
+
+    @admin.display(description="last error")
+    def error_col(self, obj: Job) -> SafeString | str:
+        head = getattr(obj, "error_head", None)
+        if head is None:
+            return "–"
+        tail = getattr(obj, "error_tail", "") or ""
+        cls, line = error_summary(tail if "Traceback" in tail else head)
+        if not cls and not line:
+            cls, line = error_summary(head)
+        return format_html('<span class="pgjobs-err" title="{}"><b>{}</b>{}{}</span>',
+                           line, cls, ": " if cls and line else "", line[:90])
+
+    # --- detail --------------------------------------------------------------------------------
+
+    @admin.display(description="Job")
+    def overview(self, obj: Job) -> SafeString:
+        rows = [
+            ("status", status_badge(obj)),
+            ("type", obj.type), ("queue", obj.queue), ("priority", obj.priority),
+            ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
+            ("tenant", obj.tenant_id or "–"), ("operated by", obj.operated_by or "–"),
+            ("trace id", self.trace_col(obj)), ("unique key", obj.unique_key or "–"),
+            ("worker", obj.locked_by or "–"),
+            ("lease expires", relative(obj.lease_expires_at) if obj.lease_expires_at else "–"),
+            ("cancel requested", "yes" if obj.cancel_requested else "no"),
+            ("duration", human_ms(obj.duration_ms)),
+        ]
+        return format_html('<table class="pgjobs-kv">{}</table>', format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", rows))
+
+    @admin.display(description="Config (secrets redacted)")
+    def config_pretty(self, obj: Job) -> SafeString:
+        return pretty_json(obj.config)
+
+    @admin.display(description="Result (secrets redacted)")
+    def result_pretty(self, obj: Job) -> SafeString:
+        return pretty_json(obj.result)
+
+    @admin.display(description="Error")
+    def error_pretty(self, obj: Job) -> SafeString | str:
+        if not obj.error:
+            return "–"
+        cls, line = error_summary(obj.error)
+        return format_html('<p class="pgjobs-err"><b>{}</b>{}{}</p><pre class="pgjobs-pre">{}'
+                           "</pre>", cls, ": " if cls else "", line, obj.error)
+
+    @admin.display(description="Per attempt")
+    def history_table(self, obj: Job) -> SafeString | str:
+        entries = obj.history if isinstance(obj.history, list) else []
+        if not entries:
+            return "–"
+        rows = []
+        for e in entries:
+            e = e if isinstance(e, dict) else {"outcome": str(e)}
+            cls, line = error_summary(e.get("error"))
+            rows.append((e.get("attempt", "–"), e.get("outcome", "–"), e.get("started_at") or "–",
+                         e.get("worker") or "–", human_ms(e.get("duration_ms")),
+                         f"{cls}: {line}" if cls else (line or "–"), e.get("error") or ""))
+        return format_html(
+            '<table class="pgjobs-history"><thead><tr><th>attempt</th><th>outcome</th>'
+            "<th>started</th><th>worker</th><th>duration</th><th>error</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            format_html_join("", '<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+                             '<td title="{}">{}</td></tr>',
+                             ((a, o, s, w, d, full[:2000], short) for a, o, s, w, d, short, full
+                              in rows)),
+        )
+
+    @admin.display(description="Timeline")
+    def timeline(self, obj: Job) -> SafeString:
+        events: list[tuple[Any, str]] = [(obj.created_at, "enqueued")]
+        if obj.run_after and obj.created_at and abs(
+                (obj.run_after - obj.created_at).total_seconds()) > 1:
+            events.append((obj.run_after, "due"))
+        for e in obj.history if isinstance(obj.history, list) else []:
+            if isinstance(e, dict) and e.get("started_at"):
+                label = f"attempt {e.get('attempt', '?')} started ({e.get('worker') or '?'}) → " \
+                        f"{e.get('outcome', '?')} after {human_ms(e.get('duration_ms'))}"
+                events.append((e["started_at"], label))
+            elif isinstance(e, dict):
+                events.append((None, f"{e.get('outcome', '?')}"
+                                     f" (was {e.get('previous_status', '?')})"))
+        if obj.started_at:
+            events.append((obj.started_at, f"attempt {obj.attempts} started "
+                                           f"({obj.locked_by or '?'})"))
+        if obj.finished_at:
+            events.append((obj.finished_at, f"finished: {obj.status.lower()}"))
+        rows = []
+        for when, label in events:
+            if isinstance(when, str):
+                shown = when.replace("T", " ")[:23]
+            else:
+                shown = when.strftime("%Y-%m-%d %H:%M:%S.%f")[:23] if when else "–"
+            rows.append((shown, label))
+        return format_html('<ol class="pgjobs-timeline">{}</ol>', format_html_join(
+            "", "<li><code>{}</code> {}</li>", rows))
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        extra = dict(extra_context or {})
+        job = Job.objects.filter(pk=object_id).only("status", "run_after").first() if str(
+            object_id).isdigit() else None
+        if job is not None:
+            extra["pgjobs_actions"] = self._detail_actions(request, job)
+            extra["pgjobs_changelist_url"] = reverse("admin:django_pgjobs_job_changelist")
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _detail_actions(self, request: HttpRequest, job: Job) -> list[tuple[str, str]]:
+        allowed = self.get_actions(request)
+        applies = {
+            "retry_jobs": job.status in ("FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"),
+            "run_jobs_now": job.status == JobStatus.PENDING and job.run_after > timezone.now(),
+            "cancel_jobs": job.status in (JobStatus.PENDING, JobStatus.RUNNING),
+            "duplicate_jobs": True,
+            "delete_finished_jobs": job.status in TERMINAL_STATUSES,
+        }
+        return [(name, str(allowed[name].description)) for name in self.actions
+                if name in allowed and applies.get(name)]
+
+    # --- actions: each calls queries.py and reports "n done, m skipped (reason)" ---------------
+
+    def _ids(self, request: HttpRequest, queryset: QuerySet) -> list[int] | None:
+        ids = list(queryset.order_by().values_list("id", flat=True)[: ACTION_LIMIT + 1])
+        if len(ids) > ACTION_LIMIT:
+            self.message_user(request, f"Nothing done: at most {ACTION_LIMIT:,} jobs per action; "
+                              "narrow the selection with the filters.", messages.ERROR)
+            return None
+        return ids
+
+    def _report(self, request: HttpRequest, verb: str, ids: list[int], done: Iterable[int],
+                reason: str, extra: str = "") -> HttpResponse | None:
+        done = set(done)
+        skipped = [i for i in ids if i not in done]
+        text = f"{verb}: {len(done)} done{extra}"
+        if skipped:
+            by_status = Counter(Job.objects.filter(id__in=skipped)
+                                .values_list("status", flat=True))
+            parts = [f"{n} {s.lower()}" for s, n in sorted(by_status.items())]
+            gone = len(skipped) - sum(by_status.values())
+            if gone:
+                parts.append(f"{gone} no longer exist")
+            text += f", {len(skipped)} skipped ({', '.join(parts)}: {reason})"
+        self.message_user(request, text, messages.SUCCESS if done else messages.WARNING)
+        return self._back_to_detail(request, ids)
+
+    def _back_to_detail(self, request: HttpRequest, ids: list[int]) -> HttpResponse | None:
+        if request.POST.get("_pgjobs_next") == "detail" and len(ids) == 1:
+            if Job.objects.filter(pk=ids[0]).exists():
+                return HttpResponseRedirect(
+                    reverse("admin:django_pgjobs_job_change", args=[ids[0]]))
+        return None
+
+    @admin.action(permissions=["retry"], description="Retry now (failed / cancelled / "
+                  "completed with errors)")
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        ids = self._ids(request, queryset)
+        if ids is None:
+            return None
+        done = queries.retry_now(ids)
+        return self._report(request, "Retry", ids, done,
+                            "only failed, cancelled or completed-with-errors jobs are retried")
+
+    @admin.action(permissions=["run_now"], description="Run now (scheduled / retrying)")
+    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        ids = self._ids(request, queryset)
+        if ids is None:
+            return None
+        done = queries.run_now(ids)
+        return self._report(request, "Run now", ids, done,
+                            "only pending jobs due later can be made due now")
+
+    @admin.action(permissions=["cancel"], description="Cancel (pending; running: request)")
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        ids = self._ids(request, queryset)
+        if ids is None:
+            return None
+        cancelled, requested = queries.cancel(ids)
+        extra = (f" ({len(cancelled)} cancelled, {len(requested)} running: cancel requested, "
+                 "the handler sees job.cancel_requested)") if requested else ""
+        return self._report(request, "Cancel", ids, [*cancelled, *requested],
+                            "already finished, or cancel already requested", extra)
+
+    @admin.action(permissions=["duplicate"], description="Duplicate as new jobs")
+    def duplicate_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        ids = self._ids(request, queryset)
+        if ids is None:
+            return None
+        known = set(registry.registered_types())
+        allowed = list(Job.objects.filter(id__in=ids, type__in=known).values_list("id", flat=True))
+        pairs = queries.duplicate(allowed, operated_by=f"admin:{request.user.get_username()}")
+        response = self._report(request, "Duplicate", ids, [src for src, _ in pairs],
+                                "job type not registered in this process")
+        if request.POST.get("_pgjobs_next") == "detail" and len(pairs) == 1:
+            return HttpResponseRedirect(
+                reverse("admin:django_pgjobs_job_change", args=[pairs[0][1]]))
+        return response
+
+    @admin.action(permissions=["delete"], description="Delete (finished jobs only)")
+    def delete_finished_jobs(self, request: HttpRequest, queryset: QuerySet,
+                             ) -> HttpResponse | None:
+        ids = self._ids(request, queryset)
+        if ids is None:
+            return None
+        done = queries.delete_terminal(ids)
+        self._report(request, "Delete", ids, done,
+                     "pending or running jobs are not deleted: cancel them first")
+        return None
+
+
+# --- the dashboard (a proxy model gives it its admin URL, index link and permission) -----------
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("django_pgjobs.view_dashboard") or request.user.has_perm(
+            "django_pgjobs.view_job")
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view
+        return [
+            path("", view(self.dashboard_view), name="django_pgjobs_dashboard_changelist"),
+            path("json/", view(self.dashboard_json), name="django_pgjobs_dashboard_json"),
+        ]
+
+    def _data(self, request: HttpRequest) -> dict[str, Any]:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return dashboard.build(dashboard.clamp_hours(request.GET.get("hours")))
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        data = self._data(request)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Jobs dashboard",
+            "opts": self.model._meta,
+            "data": data,
+            "charts": dashboard.charts_for(data),
+            "hours_choices": (1, 3, 6, 12, 24, 48),
+            "changelist_url": reverse("admin:django_pgjobs_job_changelist"),
+            "json_url": reverse("admin:django_pgjobs_dashboard_json"),
+        }
+        return TemplateResponse(request, "admin/django_pgjobs/dashboard.html", context)
+
+    def dashboard_json(self, request: HttpRequest) -> JsonResponse:
+        return JsonResponse(self._data(request), json_dumps_params={"indent": 2})
+
+
+from . import admin_controls  # noqa: E402,F401 - cron schedules and queue controls (their admin)

@@ -1,0 +1,383 @@
+"""Rollups the dashboard reads, written cheaply by the workers; they outlive pruned jobs.
+
+- ``pgjobs_stat_minute``: per minute x queue x type, runs completed / failed / retried, the sum of
+  their durations and a log-scale duration histogram (percentiles without the raw rows).
+- ``pgjobs_depth_sample``: per minute x queue, due / scheduled / running jobs and the age of the
+  oldest due one.
+
+No database work per job: a ``job_finished`` / ``job_reaped`` receiver adds to in-memory counters;
+the worker's maintenance step (:class:`WorkerRollup`) flushes them with ONE upsert every
+``FLUSH_SECONDS`` (and at shutdown), samples queue depth once a minute for the whole cluster
+(advisory lock: one worker per minute does the counting) and prunes old rollup rows once an hour.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connections, transaction
+
+from . import conf, signals
+from .status import JobStatus
+from .tables import DEPTH_SAMPLE_TABLE, JOB_TABLE, STAT_MINUTE_TABLE
+
+logger = logging.getLogger("django_pgjobs.rollup")
+
+FLUSH_SECONDS = 10.0
+SAMPLE_SECONDS = 60.0
+PRUNE_SECONDS = 3600.0
+# pg_try_advisory_xact_lock key of the depth sampler ("pgjobs" + 1 in ASCII, as an int).
+SAMPLE_LOCK_KEY = 0x70676A6F627301
+
+# --- the duration histogram --------------------------------------------------------------------
+# Bucket 0: under 1 ms. Bucket i >= 1: [2^((i-1)/4), 2^(i/4)) ms, i.e. 4 buckets per doubling
+# (about +-9 % around the bucket's middle); the last bucket takes everything from 2^24 ms (4.7 h).
+PER_DOUBLING = 4
+LAST_BUCKET = 1 + PER_DOUBLING * 24
+
+
+def bucket_of(duration_ms: float) -> int:
+    if duration_ms < 1:
+        return 0
+    return min(LAST_BUCKET, 1 + int(math.floor(PER_DOUBLING * math.log2(duration_ms))))
+
+
+def bucket_middle(index: int) -> float:
+    """A representative duration (ms) of a bucket: the geometric middle of its bounds."""
+    if index <= 0:
+        return 0.5
+    return 2 ** ((index - 0.5) / PER_DOUBLING)
+
+
+def percentile(hist: Sequence[int], q: float) -> float | None:
+    """The q-quantile (0..1) of the durations counted in ``hist``, or None when it is empty."""
+    total = sum(hist)
+    if total <= 0:
+        return None
+    rank = q * total
+    seen = 0
+    for index, count in enumerate(hist):
+        seen += count
+        if count and seen >= rank:
+            return bucket_middle(index)
+    return bucket_middle(len(hist) - 1)
+
+
+def merge_hist(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    n = max(len(a), len(b))
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
+
+
+# --- recording (in memory, per worker) ----------------------------------------------------------
+
+OUTCOME_OF_STATUS = {
+    JobStatus.COMPLETED: "completed",
+    JobStatus.COMPLETED_WITH_ERRORS: "completed",
+    JobStatus.FAILED: "failed",
+    JobStatus.PENDING: "retried",
+}
+
+
+@dataclass
+class _Acc:
+    completed: int = 0
+    failed: int = 0
+    retried: int = 0
+    duration_sum_ms: int = 0
+    hist: dict[int, int] = field(default_factory=dict)
+
+    def add(self, outcome: str, duration_ms: int | None) -> None:
+        setattr(self, outcome, getattr(self, outcome) + 1)
+        if duration_ms is not None:
+            self.duration_sum_ms += int(duration_ms)
+            b = bucket_of(duration_ms)
+            self.hist[b] = self.hist.get(b, 0) + 1
+
+    def merge(self, other: _Acc) -> None:
+        self.completed += other.completed
+        self.failed += other.failed
+        self.retried += other.retried
+        self.duration_sum_ms += other.duration_sum_ms
+        for b, n in other.hist.items():
+            self.hist[b] = self.hist.get(b, 0) + n
+
+    def hist_list(self) -> list[int]:
+        if not self.hist:
+            return []
+        out = [0] * (max(self.hist) + 1)
+        for b, n in self.hist.items():
+            out[b] = n
+        return out
+
+
+def _minute(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts - ts % 60, tz=UTC)
+
+
+class Recorder:
+    """In-memory counters keyed by (minute, queue, type), flushed with one upsert."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[datetime, str, str], _Acc] = {}
+        self._reaped: list[tuple[float, int, str, str]] = []  # (ts, job id, type, status)
+
+    def record(self, queue: str, type: str, outcome: str, duration_ms: int | None,  # noqa: A002
+               at: float | None = None) -> None:
+        key = (_minute(time.time() if at is None else at), queue, type)
+        with self._lock:
+            self._counts.setdefault(key, _Acc()).add(outcome, duration_ms)
+
+    def on_finished(self, sender: Any, job: Any, completion: Any, applied: bool = True,
+                    **kwargs: Any) -> None:
+        outcome = OUTCOME_OF_STATUS.get(completion.status)
+        if applied and outcome is not None:
+            self.record(job.queue, job.type, outcome, completion.duration_ms)
+
+    def on_reaped(self, sender: Any, job_id: int, status: str, **kwargs: Any) -> None:
+        with self._lock:
+            self._reaped.append((time.time(), job_id, str(sender), status))
+
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._counts or self._reaped)
+
+    def flush(self, using: str | None = None) -> int:
+        """Write what was recorded since the last flush; returns the number of rows upserted.
+
+        On a database error the counts are kept for the next flush (nothing is lost or doubled:
+        the upsert is one statement).
+        """
+        with self._lock:
+            counts, self._counts = self._counts, {}
+            reaped, self._reaped = self._reaped, []
+        try:
+            if reaped:
+                self._add_reaped(counts, reaped, using)  # reaped ones join the counts
+        except BaseException:
+            self._put_back(counts, reaped)
+            raise
+        try:
+            if counts:
+                _upsert(counts, using)
+        except BaseException:
+            self._put_back(counts, [])
+            raise
+        return len(counts)
+
+    def _put_back(self, counts: dict[tuple[datetime, str, str], _Acc],
+                  reaped: list[tuple[float, int, str, str]]) -> None:
+        with self._lock:
+            for key, acc in counts.items():
+                self._counts.setdefault(key, _Acc()).merge(acc)
+            self._reaped.extend(reaped)
+
+    def _add_reaped(self, counts: dict[tuple[datetime, str, str], _Acc],
+                    reaped: list[tuple[float, int, str, str]], using: str | None) -> None:
+        """Reaped jobs count as failed (attempts exhausted) or retried; find their queues."""
+        with _cursor(using) as cur:
+            cur.execute(f"SELECT id, queue FROM {JOB_TABLE} WHERE id = ANY(%s::bigint[])",
+                        [[r[1] for r in reaped]])
+            queue_of = dict(cur.fetchall())
+        for ts, job_id, job_type, status in reaped:
+            outcome = "failed" if status == JobStatus.FAILED else "retried"
+            key = (_minute(ts), queue_of.get(job_id, "?"), job_type)
+            counts.setdefault(key, _Acc()).add(outcome, None)
+
+
+_UPSERT = f"""
+INSERT INTO {STAT_MINUTE_TABLE} AS t
+    (minute, queue, type, completed, failed, retried, duration_sum_ms, duration_hist)
+SELECT v.minute, v.queue, v.type, v.completed, v.failed, v.retried, v.duration_sum_ms,
+       v.duration_hist
+FROM jsonb_to_recordset(%s::jsonb) AS v(minute timestamptz, queue text, type text,
+     completed bigint, failed bigint, retried bigint, duration_sum_ms bigint, duration_hist jsonb)
+ON CONFLICT (minute, queue, type) DO UPDATE
+SET completed = t.completed + EXCLUDED.completed,
+    failed = t.failed + EXCLUDED.failed,
+    retried = t.retried + EXCLUDED.retried,
+    duration_sum_ms = t.duration_sum_ms + EXCLUDED.duration_sum_ms,
+    duration_hist = (
+        SELECT COALESCE(jsonb_agg(COALESCE(a.n::bigint, 0) + COALESCE(b.n::bigint, 0)
+                                  ORDER BY COALESCE(a.i, b.i)), '[]'::jsonb)
+        FROM jsonb_array_elements_text(t.duration_hist) WITH ORDINALITY AS a(n, i)
+        FULL JOIN jsonb_array_elements_text(EXCLUDED.duration_hist) WITH ORDINALITY AS b(n, i)
+          ON a.i = b.i)
+"""
+
+
+def _upsert(counts: dict[tuple[datetime, str, str], _Acc], using: str | None) -> None:
+    rows = [
+        {"minute": minute.isoformat(), "queue": queue, "type": type_, "completed": a.completed,
+         "failed": a.failed, "retried": a.retried, "duration_sum_ms": a.duration_sum_ms,
+         "duration_hist": a.hist_list()}
+        for (minute, queue, type_), a in sorted(counts.items())  # sorted: no upsert deadlocks
+    ]
+    with _cursor(using) as cur:
+        cur.execute(_UPSERT, [json.dumps(rows, separators=(",", ":"))])
+
+
+# --- queue depth samples ------------------------------------------------------------------------
+
+_SAMPLE = f"""
+INSERT INTO {DEPTH_SAMPLE_TABLE} (sampled_at, queue, due, scheduled, running, oldest_due_age_s)
+SELECT date_trunc('minute', now()), queue,
+       count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()),
+       count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()),
+       count(*) FILTER (WHERE status = 'RUNNING'),
+       EXTRACT(EPOCH FROM now() - min(run_after) FILTER (
+           WHERE status = 'PENDING' AND run_after <= now()))::float8
+FROM {JOB_TABLE}
+WHERE status IN ('PENDING', 'RUNNING')
+  AND NOT EXISTS (SELECT 1 FROM {DEPTH_SAMPLE_TABLE}
+                  WHERE sampled_at = date_trunc('minute', now()))
+GROUP BY queue
+ON CONFLICT (sampled_at, queue) DO NOTHING
+"""
+
+
+def sample_depth(using: str | None = None) -> int:
+    """Record this minute's queue depth unless another worker did; returns rows written."""
+    alias = using or conf.get("DATABASE")
+    with transaction.atomic(using=alias), _cursor(alias) as cur:
+        cur.execute("SELECT pg_try_advisory_xact_lock(%s)", [SAMPLE_LOCK_KEY])
+        if not cur.fetchone()[0]:
+            return 0
+        cur.execute(_SAMPLE)
+        return cur.rowcount
+
+
+def prune(days: float, using: str | None = None) -> int:
+    """Delete rollup rows older than ``days``; returns the number of rows deleted."""
+    deleted = 0
+    with _cursor(using) as cur:
+        for table, column in ((STAT_MINUTE_TABLE, "minute"), (DEPTH_SAMPLE_TABLE, "sampled_at")):
+            cur.execute(f"DELETE FROM {table} WHERE {column} < now() - %s * interval '1 day'",
+                        [days])
+            deleted += cur.rowcount
+    return deleted
+
+
+def retention_days() -> float:
+    return float(conf.get_settings().get("ROLLUP_RETENTION_DAYS", 30))
+
+
+# --- the worker's hook --------------------------------------------------------------------------
+
+
+class WorkerRollup:
+    """What a worker does for the dashboard: record (signals), flush, sample, prune."""
+
+    def __init__(self) -> None:
+        self.recorder = Recorder()
+        self._uid = f"pgjobs-rollup-{id(self)}"
+        self._next_flush = 0.0
+        self._next_sample = 0.0
+        self._next_prune = time.monotonic() + 60.0
+
+    def start(self) -> None:
+        signals.job_finished.connect(self.recorder.on_finished, weak=False,
+                                     dispatch_uid=self._uid)
+        signals.job_reaped.connect(self.recorder.on_reaped, weak=False, dispatch_uid=self._uid)
+
+    def step(self, using: str, *, sample: bool = True) -> None:
+        """Called from the worker's maintenance step: cheap unless something is due."""
+        now = time.monotonic()
+        if now >= self._next_flush and self.recorder.pending():
+            self._next_flush = now + FLUSH_SECONDS
+            self.recorder.flush(using)
+        if sample and now >= self._next_sample:
+            self._next_sample = now + SAMPLE_SECONDS
+            sample_depth(using)
+        if sample and now >= self._next_prune:
+            self._next_prune = now + PRUNE_SECONDS
+            prune(retention_days(), using)
+
+    def stop(self, using: str) -> None:
+        signals.job_finished.disconnect(dispatch_uid=self._uid)
+        signals.job_reaped.disconnect(dispatch_uid=self._uid)
+        self.recorder.flush(using)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def _cursor(using: str | None) -> Any:
+    return connections[using or conf.get("DATABASE")].cursor()
+
+
+def minute_series(since: datetime, until: datetime, using: str | None = None,
+                  ) -> list[tuple[datetime, int, int, int]]:
+    """(minute, completed, failed, retried) for every minute of [since, until), zeros included."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""SELECT m, COALESCE(sum(s.completed), 0), COALESCE(sum(s.failed), 0),
+                       COALESCE(sum(s.retried), 0)
+                FROM generate_series(date_trunc('minute', %s::timestamptz),
+                                     %s::timestamptz - interval '1 minute',
+                                     interval '1 minute') AS m
+                LEFT JOIN {STAT_MINUTE_TABLE} s ON s.minute = m
+                GROUP BY m ORDER BY m""",
+            [since, until],
+        )
+        return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
+
+
+def totals(since: datetime, group_by: str, using: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per queue or per type since ``since``: completed, failed, retried, runs, duration sum and
+    the merged histogram."""
+    if group_by not in ("queue", "type"):
+        raise ValueError("group_by must be 'queue' or 'type'")
+    out: dict[str, dict[str, Any]] = {}
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""SELECT {group_by}, completed, failed, retried, duration_sum_ms, duration_hist
+                FROM {STAT_MINUTE_TABLE} WHERE minute >= %s""",
+            [since],
+        )
+        for key, completed, failed, retried, dsum, hist in cur.fetchall():
+            t = out.setdefault(key, {"completed": 0, "failed": 0, "retried": 0,
+                                     "duration_sum_ms": 0, "hist": []})
+            t["completed"] += completed
+            t["failed"] += failed
+            t["retried"] += retried
+            t["duration_sum_ms"] += dsum
+            t["hist"] = merge_hist(t["hist"], hist if isinstance(hist, list) else json.loads(hist))
+    return out
+
+
+def depth_series(since: datetime, using: str | None = None,
+                 ) -> dict[str, list[tuple[datetime, int]]]:
+    """Due jobs per queue at each sample since ``since`` (0 where a queue had no row)."""
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""SELECT sampled_at, queue, due FROM {DEPTH_SAMPLE_TABLE}
+                WHERE sampled_at >= %s ORDER BY sampled_at""",
+            [since],
+        )
+        rows = cur.fetchall()
+    times = sorted({r[0] for r in rows})
+    by_queue: dict[str, dict[datetime, int]] = {}
+    for at, queue, due in rows:
+        by_queue.setdefault(queue, {})[at] = int(due)
+    return {q: [(t, v.get(t, 0)) for t in times] for q, v in sorted(by_queue.items())}
+
+
+def known_queues(using: str | None = None, days: int = 7) -> list[str]:
+    """Queues seen in the rollups of the last days (the admin's queue filter)."""
+    since = datetime.now(UTC) - timedelta(days=days)
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""SELECT queue FROM {STAT_MINUTE_TABLE} WHERE minute >= %s
+                UNION SELECT queue FROM {DEPTH_SAMPLE_TABLE} WHERE sampled_at >= %s""",
+            [since, since],
+        )
+        return sorted(r[0] for r in cur.fetchall())

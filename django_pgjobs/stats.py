@@ -1,0 +1,148 @@
+"""The queue's numbers, read-only: what `pgjobs_stats`, the dashboard and the metrics show.
+
+Live numbers come from the jobs table through its partial indexes (pending/running jobs only);
+percentiles use the seed's query on the stats index (an index-only scan of the jobs finished in
+the window); completed/failed counts come from the rollup (``rollup.py``), so that they survive
+the pruning of old jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connections
+
+from . import conf, rollup
+from .tables import JOB_TABLE, WORKER_TABLE
+
+
+def _cursor(using: str | None) -> Any:
+    return connections[using or conf.get("DATABASE")].cursor()
+
+
+@dataclass
+class QueueStats:
+    queue: str
+    due: int = 0  # PENDING, run_after passed
+    scheduled: int = 0  # PENDING, run_after in the future
+    running: int = 0
+    stale: int = 0  # RUNNING with an expired lease (the reaper will rescue them)
+    oldest_due_age_s: float | None = None
+    completed_24h: int = 0
+    failed_24h: int = 0
+    retried_24h: int = 0
+    throughput_per_min: float = 0.0  # completed per minute over the last 15 minutes
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_LIVE = f"""
+SELECT queue,
+       count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()),
+       count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()),
+       count(*) FILTER (WHERE status = 'RUNNING'),
+       count(*) FILTER (WHERE status = 'RUNNING' AND lease_expires_at < now()),
+       EXTRACT(EPOCH FROM now() - min(run_after) FILTER (
+           WHERE status = 'PENDING' AND run_after <= now()))::float8
+FROM {JOB_TABLE}
+WHERE status IN ('PENDING', 'RUNNING')
+GROUP BY queue
+"""
+
+
+def queue_stats(using: str | None = None, now: datetime | None = None) -> list[QueueStats]:
+    """Per queue: live depth from the jobs table, 24 h counts and throughput from the rollup."""
+    now = now or datetime.now(UTC)
+    by_queue: dict[str, QueueStats] = {}
+    with _cursor(using) as cur:
+        cur.execute(_LIVE)
+        for queue, due, scheduled, running, stale, oldest in cur.fetchall():
+            by_queue[queue] = QueueStats(queue, due, scheduled, running, stale,
+                                         None if oldest is None else round(oldest, 3))
+    for queue, t in rollup.totals(now - timedelta(hours=24), "queue", using).items():
+        s = by_queue.setdefault(queue, QueueStats(queue))
+        s.completed_24h, s.failed_24h, s.retried_24h = t["completed"], t["failed"], t["retried"]
+    for queue, t in rollup.totals(now - timedelta(minutes=15), "queue", using).items():
+        by_queue.setdefault(queue, QueueStats(queue)).throughput_per_min = round(
+            t["completed"] / 15.0, 2)
+    return [by_queue[q] for q in sorted(by_queue)]
+
+
+# The seed's query (section 5), on the seed's stats index: an index-only scan.
+_PERCENTILES = f"""
+SELECT type,
+       count(*) AS runs,
+       percentile_cont(0.50) WITHIN GROUP (ORDER BY duration_ms) AS p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95,
+       count(*) FILTER (WHERE status = 'FAILED') AS failures
+FROM {JOB_TABLE}
+WHERE finished_at > now() - %s * interval '1 hour'
+GROUP BY type
+ORDER BY p95 DESC NULLS LAST, type
+"""
+
+
+def type_percentiles(hours: float = 24, using: str | None = None) -> list[dict[str, Any]]:
+    """Per job type over the last ``hours``: runs, p50/p95 duration (ms), failures."""
+    with _cursor(using) as cur:
+        cur.execute(_PERCENTILES, [hours])
+        return [
+            {"type": t, "runs": runs, "p50_ms": None if p50 is None else round(p50, 1),
+             "p95_ms": None if p95 is None else round(p95, 1), "failures": failures}
+            for t, runs, p50, p95, failures in cur.fetchall()
+        ]
+
+
+def type_totals(hours: float = 24, using: str | None = None) -> list[dict[str, Any]]:
+    """Per job type from the rollup (survives pruning): completed / failed / retried runs and
+    p50/p95 estimated from the duration histogram."""
+    since = datetime.now(UTC) - timedelta(hours=hours)
+    out = []
+    for t, v in sorted(rollup.totals(since, "type", using).items()):
+        out.append({
+            "type": t, "completed": v["completed"], "failed": v["failed"],
+            "retried": v["retried"],
+            "p50_ms": _round(rollup.percentile(v["hist"], 0.50)),
+            "p95_ms": _round(rollup.percentile(v["hist"], 0.95)),
+        })
+    out.sort(key=lambda r: (-r["failed"], r["type"]))
+    return out
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)
+
+
+def workers(using: str | None = None) -> list[dict[str, Any]]:
+    """Workers that wrote a heartbeat row; ``alive`` when it is fresher than two leases."""
+    lease = float(conf.get("LEASE_SECONDS"))
+    with _cursor(using) as cur:
+        cur.execute(
+            f"""SELECT worker_id, hostname, pid, queues, concurrency, started_at, last_heartbeat,
+                       jobs_done, EXTRACT(EPOCH FROM now() - last_heartbeat)::float8
+                FROM {WORKER_TABLE} ORDER BY last_heartbeat DESC LIMIT 200"""
+        )
+        rows = cur.fetchall()
+    return [
+        {"worker_id": w, "hostname": h, "pid": pid, "queues": q, "concurrency": c,
+         "started_at": s, "last_heartbeat": hb, "jobs_done": done,
+         "heartbeat_age_s": round(age, 1), "alive": age < 2 * lease}
+        for w, h, pid, q, c, s, hb, done, age in rows
+    ]
+
+
+def snapshot(using: str | None = None) -> dict[str, Any]:
+    """The numbers of `manage.py pgjobs_stats` (and of the dashboard's summary)."""
+    return {
+        "generated_at": datetime.now(UTC).isoformat(),
+        "queues": [q.as_dict() for q in queue_stats(using)],
+        "types_24h": type_percentiles(24, using),
+        "workers": [
+            {**w, "started_at": w["started_at"].isoformat(),
+             "last_heartbeat": w["last_heartbeat"].isoformat()}
+            for w in workers(using)
+        ],
+    }

@@ -1,0 +1,43 @@
+"""Rows in every state, written directly (the admin reads them; queries.py changes them)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import Permission, User
+from django.utils import timezone
+
+from django_pgjobs.models import Job
+
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/app/jobs.py", line 12, in handler\n'
+    "    raise ValueError(msg)\n"
+    "ValueError: card <b>declined</b>\nsecond line of the message\n"
+)
+
+
+def make_job(status: str = "PENDING", **fields: Any) -> Job:
+    now = timezone.now()
+    values: dict[str, Any] = {"type": "test.behave", "queue": "default", "status": status,
+                              "config": {"do": "ok"}, "max_attempts": 3}
+    if status == "RUNNING":
+        values.update(lease_token=uuid.uuid4(), lease_expires_at=now + timedelta(seconds=30),
+                      started_at=now, attempts=1, locked_by="host:1:abc")
+    if status in ("COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED", "CANCELLED"):
+        values.update(started_at=now - timedelta(seconds=2), finished_at=now, duration_ms=1500,
+                      attempts=1, locked_by="host:1:abc")
+    if status == "FAILED":
+        values.update(error=TRACEBACK, attempts=3)
+    values.update(fields)
+    return Job.objects.create(**values)
+
+
+def staff_user(username: str, *perms: str) -> User:
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    for codename in perms:
+        user.user_permissions.add(Permission.objects.get(
+            content_type__app_label="django_pgjobs", codename=codename))
+    return User.objects.get(pk=user.pk)  # fresh permission cache
