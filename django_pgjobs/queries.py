@@ -256,16 +256,32 @@ class ClaimedRow:
     lease_token: UUID
     created_at: datetime
     cancel_requested: bool
+    config_error: str | None = None  # the stored config cannot be decoded: fail, never run
 
 
 def _rows(cur) -> list[ClaimedRow]:
-    claimed = [
-        ClaimedRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6], r[7], r[8],
-                   r[9] if isinstance(r[9], UUID) else UUID(str(r[9])), r[10], r[11])
-        for r in cur.fetchall()
-    ]
+    claimed = []
+    for r in cur.fetchall():
+        config, config_error = _decode_config(r[4])
+        claimed.append(ClaimedRow(
+            r[0], r[1], r[2], r[3], config, r[5], r[6], r[7], r[8],
+            r[9] if isinstance(r[9], UUID) else UUID(str(r[9])), r[10], r[11], config_error))
     claimed.sort(key=lambda c: (-c.priority, c.id))
     return claimed
+
+
+def _decode_config(text: str) -> tuple[dict[str, Any], str | None]:
+    """The config, or why it cannot be handed to a handler. enqueue() refuses such configs;
+    raw SQL can store them (jsonb takes 10,000 levels of nesting or a 5,000-digit number)."""
+    try:
+        config = json.loads(text)
+    except (RecursionError, ValueError) as exc:
+        reason = f"config cannot be decoded ({exc})"
+    else:
+        if isinstance(config, dict):
+            return config, None
+        reason = f"config is a JSON {type(config).__name__}, not an object"
+    return {}, f"{reason}; the job was not run (was it written with raw SQL?)"
 
 
 def claim(

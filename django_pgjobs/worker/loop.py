@@ -418,6 +418,12 @@ class Worker:
         item = InFlight(job=job, spec=spec, deadline=(now + timeout) if timeout else None)
         with self._inflight_lock:
             self._inflight[row.id] = item
+        if row.config_error is not None:  # written by raw SQL: fail the job, run nothing
+            item.state = DONE
+            self._finished.put((item, Completion(
+                id=row.id, token=row.lease_token, attempt=row.attempts, status=JobStatus.FAILED,
+                error=row.config_error, note="failed")))
+            return
         self._work.put(item)
 
     def _executor_thread(self) -> None:
