@@ -47,6 +47,12 @@ def _optional_text(name: str, value: Any) -> str | None:
     value = str(value)
     if not value or len(value) > 255 or "\x00" in value:
         raise InvalidJobOption(f"{name} must be 1-255 characters without NUL, got {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidJobOption(
+            f"{name} contains a lone surrogate ({exc.reason}); it is not valid UTF-8: {value!r}"
+        ) from None
     return value
 
 

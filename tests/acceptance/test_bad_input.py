@@ -108,8 +108,13 @@ def refused_before_sql(call, error=EnqueueError, match=None):
         ({"config": {"k\x00": 1}}, "NUL"),
         ({"config": {"x": -math.inf}}, "NaN and Infinity"),
         ({"queue": "q\ud800"}, "invalid queue name"),
+        ({"trace_id": "t\ud800"}, "trace_id"),
+        ({"tenant_id": "\udc80"}, "tenant_id"),
+        ({"operated_by": "user\ud800"}, "operated_by"),
+        ({"unique_key": "k\udfff"}, "unique_key"),
     ],
-    ids=["surrogate-key", "surrogate-deep", "nul-key", "-inf", "queue"],
+    ids=["surrogate-key", "surrogate-deep", "nul-key", "-inf", "queue",
+         "trace_id", "tenant_id", "operated_by", "unique_key"],
 )
 def test_unencodable_input_is_refused_clearly(kwargs, match):
     config = kwargs.pop("config", {})
