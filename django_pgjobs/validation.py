@@ -73,7 +73,17 @@ def check_json_value(value: Any, *, max_depth: int, path: list[str] | None = Non
                 f"{_where(where)} is nested deeper than {max_depth} levels "
                 "(PGJOBS['MAX_CONFIG_DEPTH'])"
             )
-        if item is None or isinstance(item, bool | int):
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if item.bit_length() > 4000:  # str() refuses ints over sys.get_int_max_str_digits()
+                try:
+                    str(item)
+                except ValueError:
+                    raise InvalidJobConfig(
+                        f"{_where(where)} is an integer with thousands of digits, too long to "
+                        "encode: pass it as a string"
+                    ) from None
             continue
         if isinstance(item, float):
             if not math.isfinite(item):

@@ -106,6 +106,7 @@ def refused_before_sql(call, error=EnqueueError, match=None):
         ({"config": {"\ud800": 1}}, "lone surrogate"),
         ({"config": {"a": [{"b": "x\udfff"}]}}, "config['a'][0]['b'] contains a lone surrogate"),
         ({"config": {"k\x00": 1}}, "NUL"),
+        ({"config": {"n": 10**5000}}, "config['n']"),
         ({"config": {"x": -math.inf}}, "NaN and Infinity"),
         ({"queue": "q\ud800"}, "invalid queue name"),
         ({"trace_id": "t\ud800"}, "trace_id"),
@@ -113,7 +114,7 @@ def refused_before_sql(call, error=EnqueueError, match=None):
         ({"operated_by": "user\ud800"}, "operated_by"),
         ({"unique_key": "k\udfff"}, "unique_key"),
     ],
-    ids=["surrogate-key", "surrogate-deep", "nul-key", "-inf", "queue",
+    ids=["surrogate-key", "surrogate-deep", "nul-key", "5000-digit-int", "-inf", "queue",
          "trace_id", "tenant_id", "operated_by", "unique_key"],
 )
 def test_unencodable_input_is_refused_clearly(kwargs, match):
