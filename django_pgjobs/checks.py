@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.core import checks
@@ -30,15 +31,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     s = conf.get_settings()
     for key in _POSITIVE:
         v = s[key]
-        if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-            errors.append(checks.Error(f"PGJOBS['{key}'] must be a number > 0, got {v!r}",
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
+            errors.append(checks.Error(f"PGJOBS['{key}'] must be a finite number > 0, got {v!r}",
                                        id="pgjobs.E003"))
     for key in _POSITIVE_INT:
         v = s[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             errors.append(checks.Error(f"PGJOBS['{key}'] must be an integer >= 1, got {v!r}",
                                        id="pgjobs.E004"))
-    if s["TIMEOUT"] is not None and (not isinstance(s["TIMEOUT"], int | float) or s["TIMEOUT"] <= 0):
+    t = s["TIMEOUT"]
+    if t is not None and (not isinstance(t, int | float) or not 0 < t < math.inf):
         errors.append(checks.Error("PGJOBS['TIMEOUT'] must be None or seconds > 0",
                                    id="pgjobs.E005"))
     from django.db import connections

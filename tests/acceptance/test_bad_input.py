@@ -146,10 +146,13 @@ def test_ten_thousand_levels_of_nesting_are_refused_before_sql(kind):
     ("pgjobs", "check_id"),
     [
         ({"LEASE_SECONDS": -1}, "pgjobs.E003"),
+        ({"LEASE_SECONDS": float("nan")}, "pgjobs.E003"),
+        ({"REAP_INTERVAL": float("inf")}, "pgjobs.E003"),
         ({"POLL_INTERVAL": "1"}, "pgjobs.E003"),
         ({"MAX_ATTEMPTS": 0}, "pgjobs.E004"),
         ({"CONCURRENCY": True}, "pgjobs.E004"),
         ({"TIMEOUT": -5}, "pgjobs.E005"),
+        ({"TIMEOUT": float("nan")}, "pgjobs.E005"),
         ({"DATABASE": "nope"}, "pgjobs.E006"),
         ({"BACKOFF_JITTER": 1.5}, "pgjobs.E008"),
         ({"LEASE_SECOND": 30}, "pgjobs.E002"),
