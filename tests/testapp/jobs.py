@@ -116,6 +116,10 @@ def transactional_write(job):
                             [job.id])
         finally:
             other.close()
+    if job.config.get("sleep"):
+        time.sleep(float(job.config["sleep"]))  # a window for a kill -9 from outside
+    if job.attempts <= int(job.config.get("kill_times", 0)):
+        os.kill(os.getpid(), signal.SIGKILL)  # dies with its write not committed
     if job.config.get("raise"):
         raise ValueError("rolled back with the job")
     return {"wrote": 1}
