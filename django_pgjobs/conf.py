@@ -39,8 +39,8 @@ DEFAULTS: dict[str, Any] = {
     # Truncation of what a handler produces.
     "MAX_RESULT_BYTES": 1024 * 1024,
     "MAX_ERROR_CHARS": 16 * 1024,
-    # Modules imported in every installed app to find @handler definitions.
-    "AUTODISCOVER_MODULES": ["jobs"],
+    # Modules imported in every installed app to find @handler and Django @task definitions.
+    "AUTODISCOVER_MODULES": ["jobs", "tasks"],
     # LISTEN/NOTIFY channel used for wakeups.
     "NOTIFY_CHANNEL": "pgjobs",
     # Keys whose values are hidden wherever django-pgjobs shows a config (case-insensitive,

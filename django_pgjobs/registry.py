@@ -29,6 +29,9 @@ class HandlerSpec:
     backoff: BackoffFn | None = None
     timeout: float | None = None
     transactional: bool = False
+    # How a raised exception becomes the job's `error` (default: the traceback). The Django
+    # Tasks bridge puts the exception class path first (tasks_registry.task_error_text).
+    format_error: Callable[[BaseException], str] | None = None
 
     @property
     def is_async(self) -> bool:

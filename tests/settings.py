@@ -54,3 +54,12 @@ PGJOBS = {
     "BACKOFF_MAX": 0.2,
     "LEASE_SECONDS": 30.0,
 }
+# Django Tasks (tests/tasks): django-pgjobs is the default backend; the built-in ones are here
+# so that tests can compare Django's own validation with ours.
+TASKS = {
+    "default": {"BACKEND": "django_pgjobs.backend.PgJobsBackend", "QUEUES": ["default", "emails"]},
+    "dummy": {"BACKEND": "django.tasks.backends.dummy.DummyBackend",
+              "QUEUES": ["default", "emails"]},
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend",
+                  "QUEUES": ["default", "emails"]},
+}

@@ -71,6 +71,7 @@ def execute(spec: HandlerSpec, job: JobContext, *, using: str | None = None) -> 
     trace_token = current_trace_id.set(job.trace_id)
     job_token = current_job_id.set(job.id)
     started = time.monotonic()
+    callers = _open_transactions()
     try:
         if spec.transactional:
             return _execute_in_transaction(spec, job, started, using or conf.get("DATABASE"))
@@ -81,7 +82,7 @@ def execute(spec: HandlerSpec, job: JobContext, *, using: str | None = None) -> 
     finally:
         current_trace_id.reset(trace_token)
         current_job_id.reset(job_token)
-        _reset_connections()
+        _reset_connections(keep=callers)
     return _on_return(job, value, int((time.monotonic() - started) * 1000))
 
 
@@ -122,7 +123,7 @@ def _on_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
 def _on_error(spec: HandlerSpec, job: JobContext, exc: BaseException, duration_ms: int) -> Completion:
     done = Completion(
         id=job.id, token=job.lease_token, attempt=job.attempts, status=JobStatus.FAILED,
-        error=format_error(exc), duration_ms=duration_ms,
+        error=(spec.format_error or format_error)(exc), duration_ms=duration_ms,
     )
     if isinstance(exc, Fail):
         done.note = "failed"
@@ -144,9 +145,17 @@ def _on_error(spec: HandlerSpec, job: JobContext, exc: BaseException, duration_m
     return done
 
 
-def _reset_connections() -> None:
+def _open_transactions() -> set[str]:
+    """Aliases already inside a transaction before the handler ran: the caller's, not the
+    handler's (testing.run_jobs() runs jobs on the test's thread, inside its TestCase)."""
+    return {c.alias for c in connections.all(initialized_only=True) if c.in_atomic_block}
+
+
+def _reset_connections(keep: set[str] | None = None) -> None:
     """Leave this thread's connections usable for the next job (a handler may break them)."""
     for conn in connections.all(initialized_only=True):
+        if keep and conn.alias in keep:
+            continue
         if conn.in_atomic_block:
             logger.warning(
                 "a handler left a transaction open on %r; rolling it back", conn.alias,

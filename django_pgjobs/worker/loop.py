@@ -67,6 +67,9 @@ class WorkerOptions:
     health_port: int | None = None
     health_host: str = "0.0.0.0"  # noqa: S104 - probes come from outside the pod
     fair_share: bool = False
+    # Run claimed jobs on the thread that calls run_once(), no executor threads: the jobs see
+    # that thread's transaction (testing.run_jobs() inside a TestCase). Timeouts are not enforced.
+    inline: bool = False
     using: str = "default"
     # Periodic maintenance of long-lived workers (not --burst): cron schedules, pruning.
     scheduler: bool = True
@@ -187,7 +190,7 @@ class Worker:
         if o.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        for i in range(o.concurrency):
+        for i in range(0 if o.inline else o.concurrency):
             t = threading.Thread(target=self._executor_thread, name=f"pgjobs-exec-{i}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -424,7 +427,10 @@ class Worker:
                 id=row.id, token=row.lease_token, attempt=row.attempts, status=JobStatus.FAILED,
                 error=row.config_error, note="failed")))
             return
-        self._work.put(item)
+        if self.options.inline:
+            self.run_item(item)
+        else:
+            self._work.put(item)
 
     def _executor_thread(self) -> None:
         while True:
@@ -432,33 +438,38 @@ class Worker:
             if item is None:
                 connections.close_all()  # this thread's own connections
                 return
-            with item.lock:
-                if item.state != QUEUED:  # released by a shutdown before it started
-                    continue
-                item.state = STARTED
-                item.started_at = time.monotonic()
-                if item.deadline is not None:
-                    item.deadline = item.started_at + (item.spec.effective_timeout() or 0)
-            job = item.job
-            logger.info(
-                "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
-                job.queue, job.attempts, job.max_attempts, job.trace_id,
-                extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
-                       "trace_id": job.trace_id},
-            )
-            signals.job_started.send(sender=job.type, job=job)
-            completion = executor.execute(item.spec, job, using=self.using)
-            with item.lock:
-                if item.state == ABANDONED:  # timed out: its slot is given back now
-                    with self._inflight_lock:
-                        self._zombies -= 1
-                    self._wake.set()
-                    continue
-                item.state = DONE
-            self._finished.put((item, completion))
-            ended = self._finished.qsize()
-            if ended == 1 or ended >= self._refill or ended >= self._running_count():
+            self.run_item(item)
+
+    def run_item(self, item: InFlight) -> None:
+        """Run one claimed job on the calling thread: an executor thread, or the caller of
+        run_once() with ``inline`` (testing.run_jobs)."""
+        with item.lock:
+            if item.state != QUEUED:  # released by a shutdown before it started
+                return
+            item.state = STARTED
+            item.started_at = time.monotonic()
+            if item.deadline is not None:
+                item.deadline = item.started_at + (item.spec.effective_timeout() or 0)
+        job = item.job
+        logger.info(
+            "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
+            job.queue, job.attempts, job.max_attempts, job.trace_id,
+            extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
+                   "trace_id": job.trace_id},
+        )
+        signals.job_started.send(sender=job.type, job=job)
+        completion = executor.execute(item.spec, job, using=self.using)
+        with item.lock:
+            if item.state == ABANDONED:  # timed out: its slot is given back now
+                with self._inflight_lock:
+                    self._zombies -= 1
                 self._wake.set()
+                return
+            item.state = DONE
+        self._finished.put((item, completion))
+        ended = self._finished.qsize()
+        if ended == 1 or ended >= self._refill or ended >= self._running_count():
+            self._wake.set()
 
     def _check_timeouts(self, now: float) -> None:
         with self._inflight_lock:

@@ -1,0 +1,221 @@
+"""django-pgjobs as the backend of Django's Tasks framework (``django.tasks``).
+
+::
+
+    TASKS = {"default": {"BACKEND": "django_pgjobs.backend.PgJobsBackend",
+                         "QUEUES": ["default", "emails"]}}
+
+A ``@task`` call is a job of type ``task:<module>.<function>`` whose config is
+``{"args": [...], "kwargs": {...}, "backend": alias}``, written in the caller's transaction and run
+by ``manage.py runjobs`` with the same leases, retries and signals as a ``@handler``. The result id
+is the job id (as a string). Extra ``@task`` options: ``max_attempts``, ``backoff``,
+``backoff_base``, ``backoff_max``, ``timeout`` and ``unique_key`` (see :class:`PgJobsTask`).
+
+Constructing the backend never touches the database: Django builds one per thread, and at import
+time of every ``@task`` module.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.apps import apps
+from django.core import checks
+from django.tasks import Task, TaskResult
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
+from django.utils.json import normalize_json
+
+from . import conf, tasks_registry
+from .enqueue import enqueue as enqueue_job
+from .exceptions import InvalidJobOption
+from .task_results import task_result
+from .validation import check_queue
+
+UniqueKey = str | Callable[..., str]
+_MAX_TYPE_LENGTH = 255
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PgJobsTask(Task):
+    """Django's ``Task`` with django-pgjobs' per-task options, given to ``@task(...)``.
+
+    - ``max_attempts``: runs before the task ends FAILED (default ``PGJOBS['MAX_ATTEMPTS']``).
+    - ``backoff`` (``attempt -> seconds``) or ``backoff_base``/``backoff_max`` (exponential):
+      the wait before the next attempt.
+    - ``timeout``: seconds an attempt may run before it counts as failed.
+    - ``unique_key``: a string, or a callable receiving the task's arguments and returning one.
+      While a job of this task with that key is pending or running, ``enqueue()`` returns its
+      result instead of adding another. ``.using(unique_key=...)`` sets it per call.
+    """
+
+    max_attempts: int | None = None
+    backoff: Callable[[int], float] | None = None
+    backoff_base: float | None = None
+    backoff_max: float | None = None
+    timeout: float | None = None
+    unique_key: UniqueKey | None = None
+
+    def __post_init__(self) -> None:
+        Task.__post_init__(self)  # validates (zero-argument super() fails in slotted dataclasses)
+        if isinstance(self.get_backend(), PgJobsBackend):
+            tasks_registry.register_task(self)
+
+    def using(
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: Any = None,
+        backend: str | None = None,
+        max_attempts: int | None = None,
+        unique_key: UniqueKey | None = None,
+    ) -> PgJobsTask:
+        task = Task.using(
+            self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        )
+        extra = {"max_attempts": max_attempts, "unique_key": unique_key}
+        changes = {k: v for k, v in extra.items() if v is not None}
+        return replace(task, **changes) if changes else task
+
+
+class PgJobsBackend(BaseTaskBackend):
+    task_class = PgJobsTask
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    # --- validation: Django's rules, then ours ---------------------------------------------------
+
+    def validate_task(self, task: Task) -> None:
+        super().validate_task(task)
+        try:
+            check_queue(task.queue_name)
+        except InvalidJobOption as exc:
+            raise InvalidTask(str(exc)) from None
+        if len(tasks_registry.job_type(task)) > _MAX_TYPE_LENGTH:
+            raise InvalidTask(
+                f"task path {task.module_path!r} is too long: its job type must fit in "
+                f"{_MAX_TYPE_LENGTH} characters"
+            )
+        _validate_options(task)
+
+    # --- enqueue -------------------------------------------------------------------------------
+
+    def enqueue(self, task: Task, args: Iterable[Any], kwargs: dict[str, Any]) -> TaskResult:
+        """Write the job in the caller's transaction (rolled back with it; runnable on commit)."""
+        self.validate_task(task)
+        args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+        name = tasks_registry.register_task(task)
+        job = enqueue_job(
+            name,
+            self._config(task, args, kwargs),
+            queue=task.queue_name,
+            priority=task.priority,
+            run_after=task.run_after,
+            max_attempts=getattr(task, "max_attempts", None),
+            unique_key=_unique_key(task, name, args, kwargs),
+        )
+        if getattr(job, "deduplicated", False):
+            result = tasks_registry.result_for_job(job)
+            if result is not None:
+                return result
+        result = task_result(task, job)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def _config(self, task: Task, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        config: dict[str, Any] = {"args": args, "kwargs": kwargs, "backend": self.alias}
+        if task.run_after is not None:
+            config["run_after"] = task.run_after.isoformat()
+        return config
+
+    # --- results -------------------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> TaskResult:
+        from .models import Job
+
+        job_id = _job_id(result_id)
+        try:
+            job = Job.objects.using(conf.get("DATABASE")).get(
+                pk=job_id, type__startswith=tasks_registry.TYPE_PREFIX
+            )
+        except Job.DoesNotExist:
+            raise TaskResultDoesNotExist(result_id) from None
+        result = tasks_registry.result_for_job(job)
+        if result is None:
+            raise TaskResultDoesNotExist(
+                f"{result_id}: its task {job.type.removeprefix(tasks_registry.TYPE_PREFIX)!r} "
+                "is not registered in this process (is its module autodiscovered?)"
+            )
+        return result
+
+    # --- system checks -------------------------------------------------------------------------
+
+    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+        yield from super().check(**kwargs)
+        if not apps.is_installed("django_pgjobs"):
+            yield checks.Error(
+                f"TASKS[{self.alias!r}] uses PgJobsBackend but django_pgjobs is not installed",
+                hint="Add 'django_pgjobs' to INSTALLED_APPS and run migrate.",
+                id="pgjobs.E101",
+            )
+        for name in sorted(self.queues):
+            try:
+                check_queue(name)
+            except InvalidJobOption as exc:
+                yield checks.Error(
+                    f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="pgjobs.E102",
+                    hint="Queue names are 1-63 characters among letters, digits and '_.:-'.",
+                )
+
+
+def _job_id(result_id: Any) -> int:
+    """A result id is a job id; anything else (even a number PostgreSQL cannot hold) is unknown."""
+    try:
+        job_id = int(str(result_id).strip())
+    except ValueError:
+        raise TaskResultDoesNotExist(result_id) from None
+    if not 0 < job_id < 2**63:
+        raise TaskResultDoesNotExist(result_id)
+    return job_id
+
+
+def _validate_options(task: Task) -> None:
+    max_attempts = getattr(task, "max_attempts", None)
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise InvalidTask(f"max_attempts must be a whole number >= 1, got {max_attempts!r}")
+    for name in ("timeout", "backoff_base", "backoff_max"):
+        value = getattr(task, name, None)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0
+        ):
+            raise InvalidTask(f"{name} must be a number of seconds > 0, got {value!r}")
+    backoff = getattr(task, "backoff", None)
+    if backoff is not None and not callable(backoff):
+        raise InvalidTask(f"backoff must be a callable attempt -> seconds, got {backoff!r}")
+    key = getattr(task, "unique_key", None)
+    if key is not None and not callable(key) and not (isinstance(key, str) and key):
+        raise InvalidTask(f"unique_key must be a non-empty string or a callable, got {key!r}")
+
+
+def _unique_key(task: Task, name: str, args: list[Any], kwargs: dict[str, Any]) -> str | None:
+    """The dedup key, namespaced by task: two tasks never share a key."""
+    key = getattr(task, "unique_key", None)
+    if key is None:
+        return None
+    if callable(key):
+        key = key(*args, **kwargs)
+    if not isinstance(key, str) or not key:
+        raise InvalidTask(
+            f"unique_key of {task.module_path} must give a non-empty string, got {key!r}"
+        )
+    return f"{name}|{key}"

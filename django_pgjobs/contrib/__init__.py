@@ -1,0 +1,1 @@
+"""Optional integrations (pytest)."""

@@ -1,0 +1,89 @@
+"""@task functions run by the real worker: executor threads in-process, and a `runjobs`
+subprocess. Committed transactions (transaction=True), as in production."""
+
+import os
+import threading
+
+import pytest
+from django.tasks import TaskResultStatus
+from django.tasks.signals import task_finished, task_started
+
+from django_pgjobs.worker import Worker, WorkerOptions
+from tests.conftest import eventually
+from tests.testapp import tasks as t
+from tests.testapp.models import Effect, Execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_worker(**overrides):
+    opts = dict(burst=True, listen=False, install_signal_handlers=False, concurrency=2)
+    opts.update(overrides)
+    worker = Worker(WorkerOptions.from_settings(**opts))
+    assert worker.run() == 0
+    return worker
+
+
+def test_worker_threads_run_tasks_and_signal_from_the_right_threads():
+    threads = []
+
+    def on_started(sender, task_result, **kwargs):
+        threads.append(("started", threading.current_thread().name))
+
+    def on_finished(sender, task_result, **kwargs):
+        threads.append(("finished", threading.current_thread().name))
+
+    task_started.connect(on_started)
+    task_finished.connect(on_finished)
+    try:
+        results = [t.add.enqueue(1, 2), t.async_double.enqueue(4), t.flaky.enqueue(1)]
+        worker = run_worker()
+
+        def all_done():
+            for r in results:
+                r.refresh()
+            if all(r.is_finished for r in results):
+                return True
+            run_worker(worker_id=worker.worker_id)  # the retry (backoff 0) may need a round
+            return False
+
+        eventually(all_done, timeout=20, message="tasks finished")
+    finally:
+        task_started.disconnect(on_started)
+        task_finished.disconnect(on_finished)
+    assert [r.status for r in results] == [TaskResultStatus.SUCCESSFUL] * 3
+    assert [r.return_value for r in results[:2]] == [3, 8]
+    assert results[2].worker_ids == [worker.worker_id] * 2
+    assert results[2].return_value == {"attempt": 2, "job_attempts": 2}
+    assert {name for event, name in threads if event == "started"} <= {
+        "pgjobs-exec-0", "pgjobs-exec-1"}
+    assert {name for event, name in threads if event == "finished"} == {"MainThread"}
+    assert len(threads) == 8  # 4 attempts, each started and finished
+
+
+def test_a_task_over_its_timeout_fails_with_job_timeout():
+    result = t.sleepy.enqueue(1.5)
+    run_worker(lease_seconds=0.6)  # timeouts are checked with the heartbeat (lease / 3)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.errors[0].exception_class_path == "django_pgjobs.exceptions.JobTimeout"
+
+
+def test_a_runjobs_subprocess_processes_task_jobs(start_worker):
+    welcome = t.send_welcome.enqueue(11)
+    flaky = t.flaky.enqueue(1)
+    total = t.add.enqueue(20, 22)
+    proc = start_worker("--burst", "--concurrency", "2")
+    assert proc.wait(timeout=60) == 0, proc.output()
+
+    for r in (welcome, flaky, total):
+        r.refresh()
+    assert [r.status for r in (welcome, flaky, total)] == [TaskResultStatus.SUCCESSFUL] * 3, \
+        proc.output()
+    assert total.return_value == 42
+    assert Effect.objects.filter(value="welcome:11").count() == 1
+    assert flaky.attempts == 2 and flaky.errors[0].exception_class is t.TaskBoom
+    assert all(f":{proc.pid}:" in w for w in flaky.worker_ids)
+    pids = set(Execution.objects.filter(job_id=int(flaky.id)).values_list("pid", flat=True))
+    assert pids == {proc.pid} and proc.pid != os.getpid()
+    eventually(lambda: proc.proc.poll() is not None)
