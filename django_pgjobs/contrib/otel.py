@@ -59,6 +59,9 @@ class _JobIdGenerator:
     def generate_trace_id(self) -> int:
         return self.inner.generate_trace_id()
 
+    def __getattr__(self, name: str) -> Any:  # e.g. is_trace_id_random() of newer SDKs
+        return getattr(self.inner, name)
+
 
 def _tracer() -> Any:
     tracer = trace.get_tracer("django_pgjobs")
