@@ -27,11 +27,11 @@ class Series:
     color: str | None = None
 
 
-def nice_ticks(top: float, count: int = 4) -> list[float]:
-    """Round tick values from 0 to at least ``top``."""
+def nice_ticks(top: float, count: int = 4, integer: bool = False) -> list[float]:
+    """Round tick values from 0 to at least ``top`` (whole steps for counts)."""
     if top <= 0:
         return [0.0, 1.0]
-    raw = top / count
+    raw = max(top / count, 1.0) if integer else top / count
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     n = math.ceil(top / step)
@@ -69,8 +69,9 @@ def _legend(names: Sequence[tuple[str, str]], x: float, y: float) -> list[str]:
 
 
 def line_chart(series: Sequence[Series], *, title: str, unit: str = "", width: int = 720,
-               height: int = 220) -> SafeString:
-    left, right, top, bottom = 48, 12, 26, 28
+               height: int = 220, x_range: tuple[datetime, datetime] | None = None,
+               integer: bool = True) -> SafeString:
+    left, right, top, bottom = 48, 12, 40, 28
     pw, ph = width - left - right, height - top - bottom
     body = [f'<text x="{left}" y="14" {FONT} font-weight="bold">{escape(title)}</text>']
     colored = [(s, s.color or PALETTE[i % len(PALETTE)]) for i, s in enumerate(series)]
@@ -79,9 +80,10 @@ def line_chart(series: Sequence[Series], *, title: str, unit: str = "", width: i
         body.append(f'<text class="pgjobs-empty" x="{width / 2:.0f}" y="{height / 2:.0f}" '
                     f'text-anchor="middle" {FONT} fill="#888">no data yet</text>')
         return _frame(width, height, title, body, "pgjobs-line")
-    t0, t1 = times[0].timestamp(), times[-1].timestamp()
+    first, last = x_range or (times[0], times[-1])
+    t0, t1 = first.timestamp(), last.timestamp()
     span = max(t1 - t0, 1.0)
-    ticks = nice_ticks(max((v for s in series for _, v in s.points), default=0))
+    ticks = nice_ticks(max((v for s in series for _, v in s.points), default=0), integer=integer)
     ymax = ticks[-1] or 1
 
     def xy(t: datetime, v: float) -> tuple[float, float]:
@@ -110,7 +112,7 @@ def line_chart(series: Sequence[Series], *, title: str, unit: str = "", width: i
                 body.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.8" fill="{color}">'
                             f"<title>{escape(s.name)} {t:%H:%M}: {fmt_number(v)}"
                             f"{escape(unit)}</title></circle>")
-    body += _legend([(s.name, c) for s, c in colored], left + 180, 14)
+    body += _legend([(s.name, c) for s, c in colored], left, 30)
     return _frame(width, height, title, body, "pgjobs-line")
 
 
@@ -119,7 +121,7 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[str, float | None]]]], *,
     """``rows``: [(label, [(series name, value), ...]), ...] drawn as grouped horizontal bars."""
     names = [n for n, _ in rows[0][1]] if rows else []
     colors = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
-    bar_h, gap, left, top = 9, 10, 170, 26
+    bar_h, gap, left, top = 9, 10, 170, 40
     group_h = bar_h * max(len(names), 1) + gap
     height = top + max(len(rows), 1) * group_h + 26
     body = [f'<text x="8" y="14" {FONT} font-weight="bold">{escape(title)}</text>']
@@ -148,5 +150,5 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[str, float | None]]]], *,
                         f"{escape(label)} {escape(name)}: "
                         f'{"–" if value is None else fmt_number(value)}{escape(unit)}</title></rect>')
         y += group_h
-    body += _legend([(n, colors[n]) for n in names], left + 200, 14)
+    body += _legend([(n, colors[n]) for n in names], left, 30)
     return _frame(width, height, title, body, "pgjobs-bars")

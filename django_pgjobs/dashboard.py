@@ -71,10 +71,13 @@ def charts_for(data: dict[str, Any]) -> dict[str, SafeString]:
         (t["type"], [("p50", t["p50_ms"]), ("p95", t["p95_ms"])]) for t in data["types_24h"][:20]
     ]
     hours = data["window_hours"]
+    until = datetime.fromisoformat(data["generated_at"])
+    window = (until - timedelta(hours=hours), until)
     return {
-        "throughput": charts.line_chart(
-            throughput, title=f"Runs per minute, last {hours} h (completed / failed / retried)"),
-        "depth": charts.line_chart(depth, title=f"Due jobs per queue, last {hours} h"),
+        "throughput": charts.line_chart(throughput, title=f"Runs per minute, last {hours} h",
+                                        x_range=window),
+        "depth": charts.line_chart(depth, title=f"Due jobs per queue, last {hours} h",
+                                   x_range=window),
         "durations": charts.bar_chart(durations, title="Duration per type, last 24 h (p50 / p95)",
                                       unit=" ms"),
     }

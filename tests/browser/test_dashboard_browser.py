@@ -1,0 +1,137 @@
+"""A real headless Chromium (Debian's package, driven by Playwright's Python package): log in,
+see the dashboard's charts render, filter the changelist, retry a failed job, see it complete
+after a worker run. Screenshots go to test-artifacts/screenshots/.
+
+Under CI=true a missing browser or Playwright is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from django_pgjobs import rollup
+from django_pgjobs.models import Job
+from tests.admin.helpers import make_job
+from tests.observability.helpers import run_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "test-artifacts" / "screenshots"
+CHROMIUM = os.environ.get("PGJOBS_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _missing(what: str, how: str) -> None:
+    if IN_CI:
+        pytest.fail(f"{what} is missing but CI is set: {how}")
+    pytest.skip(f"{what} is missing ({how})")
+
+
+@pytest.fixture
+def browser():
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        _missing(f"chromium ({CHROMIUM})", "apt-get update && apt-get install -y chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright", "pip install -e '.[browser]'")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="session")
+def admin_static():
+    """The live server needs STATIC_URL before it starts (tests/settings.py has none); serve
+    the admin's own CSS from its package so that the screenshots look like the admin."""
+    import django.contrib.admin
+    from django.test import override_settings
+
+    static = Path(django.contrib.admin.__file__).parent / "static"
+    with override_settings(STATIC_URL="/static/", STATIC_ROOT=str(static)):
+        yield
+
+
+@pytest.fixture
+def page(admin_static, browser, live_server, transactional_db, monkeypatch):
+    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test are
+    # still synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    User.objects.create_superuser("ops", "ops@example.com", "secret-pw")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(15_000)
+    yield pg
+    context.close()
+
+
+def seed_activity() -> Job:
+    rec = rollup.Recorder()
+    now = datetime.now(UTC).timestamp()
+    for minute in range(90):
+        for _ in range(1 + minute % 7):
+            rec.record("default", "test.behave", "completed", 40 + 15 * (minute % 5),
+                       at=now - 60 * minute)
+        if minute % 11 == 0:
+            rec.record("mail", "test.echo", "failed", 900, at=now - 60 * minute)
+    rec.flush()
+    for _ in range(4):
+        make_job("COMPLETED", duration_ms=120)
+    make_job(queue="mail")
+    rollup.sample_depth()
+    return make_job("FAILED", config={"do": "ok", "api_token": "do-not-show"})
+
+
+def test_dashboard_changelist_and_retry_in_a_real_browser(page, live_server):
+    failed = seed_activity()
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_pgjobs/dashboard/")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", "secret-pw")
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/django_pgjobs/dashboard/")
+
+    charts = page.locator("svg.pgjobs-chart")
+    assert charts.count() == 3
+    for i in range(3):
+        box = charts.nth(i).bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 80, box
+    assert page.locator("#pgjobs-chart-throughput polyline").count() == 3
+    assert page.locator("#pgjobs-chart-durations rect.pgjobs-bar").count() >= 2
+    assert page.locator("#pgjobs-queues").inner_text().count("mail") == 1
+    page.screenshot(path=str(SHOTS / "dashboard.png"), full_page=True)
+
+    page.click("text=Failed jobs")
+    page.wait_for_url("**/job/?state=FAILED")
+    rows = page.locator("#result_list tbody tr")
+    assert rows.count() == 1
+    assert "ValueError" in rows.first.inner_text()
+    page.goto(f"{live_server.url}/admin/django_pgjobs/job/")
+    page.click("#changelist-filter >> text=Failed")
+    page.wait_for_url("**state=FAILED**")
+    assert page.locator("#result_list tbody tr").count() == 1
+    page.screenshot(path=str(SHOTS / "changelist.png"), full_page=True)
+
+    page.check(f'input[name=_selected_action][value="{failed.id}"]')
+    page.select_option("select[name=action]", "retry_jobs")
+    page.click("button[name=index]")
+    page.wait_for_selector("ul.messagelist")
+    assert "Retry: 1 done" in page.locator("ul.messagelist").inner_text()
+    assert Job.objects.get(pk=failed.id).status == "PENDING"
+
+    run_worker()
+    page.goto(f"{live_server.url}/admin/django_pgjobs/job/{failed.id}/change/")
+    body = page.locator("#content").inner_text()
+    assert "completed" in body and "do-not-show" not in body and "manual_retry" in body
+    page.screenshot(path=str(SHOTS / "job-detail.png"), full_page=True)
+    assert Job.objects.get(pk=failed.id).status == "COMPLETED"
