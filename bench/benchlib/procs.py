@@ -1,0 +1,172 @@
+"""Child processes of the benchmark: each in its own session, always killed at the end.
+
+Peak RSS is taken two ways and the larger is kept: VmHWM of every process of the
+worker's session (sampled while it runs, so it also covers children) and ru_maxrss from
+wait4() when the worker exits by itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+_ALL: list[Proc] = []
+
+
+def _session_pids(sid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # field 6 is the session id; the command name (field 2) may contain spaces
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[3]) == sid:
+            pids.append(int(entry))
+    return pids
+
+
+def _vm_hwm_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Proc:
+    def __init__(self, argv: list[str], *, env: dict, cwd: str | None = None,
+                 log_path: Path, name: str = "") -> None:
+        self.name = name or Path(argv[0]).name
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self._log.write(("\n$ " + " ".join(argv) + "\n").encode())
+        self._log.flush()
+        self.started = time.monotonic_ns()
+        self.p = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.pid = self.p.pid
+        self.rc: int | None = None
+        self.exited_ns: int | None = None
+        self.maxrss_kb = 0  # largest single process of the tree
+        self.tree_kb = 0  # sum of per-process peaks across the tree
+        self._peaks: dict[int, int] = {}
+        _ALL.append(self)
+
+    def poll(self) -> int | None:
+        if self.rc is not None:
+            return self.rc
+        try:
+            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.rc = self.p.returncode if self.p.returncode is not None else -1
+            return self.rc
+        if pid == 0:
+            return None
+        self.exited_ns = time.monotonic_ns()
+        self.rc = os.waitstatus_to_exitcode(status)
+        self.p.returncode = self.rc  # keep Popen from waiting again
+        self.maxrss_kb = max(self.maxrss_kb, ru.ru_maxrss)
+        self._close_log()
+        return self.rc
+
+    def sample_memory(self) -> None:
+        if self.rc is not None:
+            return
+        for pid in _session_pids(self.pid):
+            hwm = _vm_hwm_kb(pid)
+            if hwm > self._peaks.get(pid, 0):
+                self._peaks[pid] = hwm
+        if self._peaks:
+            self.maxrss_kb = max(self.maxrss_kb, max(self._peaks.values()))
+            self.tree_kb = max(self.tree_kb, sum(self._peaks.values()))
+
+    def wait(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.poll() is not None:
+                return self.rc
+            time.sleep(0.01)
+        return self.poll()
+
+    def stop(self, grace: float = 5.0) -> int | None:
+        """SIGTERM the whole session, then SIGKILL what is left after `grace` seconds."""
+        if self.poll() is None:
+            self.sample_memory()
+            _signal_group(self.pid, signal.SIGTERM)
+            if self.wait(grace) is None:
+                _signal_group(self.pid, signal.SIGKILL)
+                self.wait(5)
+        # grandchildren that outlived the leader
+        _signal_group(self.pid, signal.SIGKILL)
+        self._close_log()
+        return self.rc
+
+    def _close_log(self) -> None:
+        if not self._log.closed:
+            self._log.close()
+
+    def tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_all() -> None:
+    for p in list(_ALL):
+        try:
+            p.stop(grace=2.0)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+    _ALL.clear()
+
+
+atexit.register(kill_all)
+
+
+def run_json(argv: list[str], *, env: dict, cwd: str | None = None, timeout: float,
+             log_path: Path) -> dict:
+    """Run a client command to completion (bounded) and parse the JSON on its last stdout line."""
+    import json
+
+    with open(log_path, "ab") as log:
+        log.write(("\n$ " + " ".join(argv) + "\n").encode())
+        log.flush()
+        p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise RuntimeError(f"timed out after {timeout:.0f}s: {' '.join(argv)}") from None
+        finally:
+            _signal_group(p.pid, signal.SIGKILL)
+        text = out.decode(errors="replace")
+        log.write(text.encode())
+    if p.returncode != 0:
+        raise RuntimeError(f"exit {p.returncode}: {' '.join(argv)} (see {log_path})")
+    lines = [ln for ln in text.splitlines() if ln.strip().startswith("{")]
+    if not lines:
+        raise RuntimeError(f"no JSON output from {' '.join(argv)} (see {log_path})")
+    return json.loads(lines[-1])

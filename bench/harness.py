@@ -1,0 +1,615 @@
+"""The benchmark orchestrator (runs in bench/.venvs/core; started by bench/run.py).
+
+For every selected system, in one run:
+
+  enqueue_single      N jobs, one per transaction, through the system's public enqueue API
+  enqueue_single_plain (raw only) the same with a plain INSERT into a table without trigger
+  enqueue_bulk        one bulk call of N jobs (COPY for raw)
+  drain_w1 / drain_w2 N pending no-op jobs, 1 or 2 worker processes, burst mode where the
+                      system has one
+  pickup              one idle worker; latency from the producer's COMMIT to the handler start
+  drain_w1_finished   drain_w1 with F finished rows already in the system's tables
+  drain_w1_analyzed   (pgjobs, raw) drain_w1 after an ANALYZE that saw only pending jobs
+
+Timing of a drain: from the first handler start (any worker) to the moment the database
+shows no unfinished job.  Handlers report into a shared-memory probe (drivers/probe.py), so
+the orchestrator only queries the database in the tail of the drain, once every handler
+has run.  Worker start-up is reported separately (startup_s) and not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "drivers"))
+import probe  # noqa: E402
+from benchlib import envs, procs  # noqa: E402
+from systems import ALIASES, SYSTEMS, System  # noqa: E402
+
+BENCH = envs.BENCH_DIR
+RESULTS = BENCH / "results"
+
+MODES = {
+    # quick: a smoke-level run of everything, well under 2 minutes once the environments exist
+    "quick": dict(reps=1, enqueue_single_n=400, enqueue_bulk_n=5_000, drain_n=3_000,
+                  pilot_n=300, drain_budget_s=1.5, pickup_samples=30, pickup_budget_s=2.5,
+                  finished_rows=100_000, drain_timeout_s=60, total_budget_s=110, profile_n=5_000),
+    # full: 3 repetitions, 20,000-job drains, 1M finished rows, under 15 minutes
+    "full": dict(reps=3, enqueue_single_n=2_000, enqueue_bulk_n=20_000, drain_n=20_000,
+                 pilot_n=1_000, drain_budget_s=10.0, pickup_samples=150, pickup_budget_s=8.0,
+                 finished_rows=1_000_000, drain_timeout_s=180, total_budget_s=840, profile_n=20_000),
+}
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Ctx:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.mode = "full" if args.full else "quick"
+        self.cfg = dict(MODES[self.mode])
+        if args.reps:
+            self.cfg["reps"] = args.reps
+        u = urlsplit(args.pg_url)
+        self.pg = {"host": u.hostname or "127.0.0.1", "port": u.port or 5432,
+                   "user": u.username or "postgres", "password": u.password or ""}
+        self.base_python = envs.find_python()
+        self.pgjobs_args = args.pgjobs_args.split() if args.pgjobs_args else []
+        self.git_head = _git("rev-parse", "HEAD")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        old = sorted((RESULTS / "tmp").glob("2*")) if (RESULTS / "tmp").is_dir() else []
+        for d in old[:-2]:  # keep the logs of the last 2 runs (worker logs can be large)
+            shutil.rmtree(d, ignore_errors=True)
+        self.tmp = RESULTS / "tmp" / stamp
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.deadline = time.monotonic() + args.budget if args.budget else None
+
+    def pg_url(self, db: str) -> str:
+        auth = quote(self.pg["user"])
+        if self.pg["password"]:
+            auth += ":" + quote(self.pg["password"])
+        return f"postgresql://{auth}@{self.pg['host']}:{self.pg['port']}/{db}"
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(envs.REPO_DIR), *args], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+# --- database administration -----------------------------------------------------------------
+
+
+def admin(ctx: Ctx) -> psycopg.Connection:
+    return psycopg.connect(ctx.pg_url("postgres"), autocommit=True)
+
+
+def recreate_db(ctx: Ctx, name: str) -> None:
+    assert re.fullmatch(r"bench_[a-z0-9_]+", name), name  # never touch anything but bench_*
+    with admin(ctx) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        c.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_db(ctx: Ctx, name: str) -> None:
+    assert re.fullmatch(r"bench_[a-z0-9_]+", name), name
+    with admin(ctx) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sql(system: System, statement: str, fetch: bool = False):
+    with psycopg.connect(system.url, autocommit=True) as c:
+        cur = c.execute(statement)
+        return cur.fetchall() if fetch else None
+
+
+def reset(system: System) -> None:
+    sql(system, "TRUNCATE " + ", ".join(system.truncate) + " RESTART IDENTITY CASCADE")
+
+
+def checkpoint(system: System) -> None:
+    """CHECKPOINT before a prefill: the prefill, not the timed drain, pays the full-page
+    writes of the pages it touches first (as in a steady state, where a page is written in
+    full once per checkpoint cycle), and no timed checkpoint falls due during the drain."""
+    with psycopg.connect(system.url, autocommit=True) as c:
+        try:
+            c.execute("CHECKPOINT")
+        except psycopg.Error:
+            pass
+
+
+def vacuum(system: System, analyze: bool = False) -> None:
+    """VACUUM before a measurement (the server may run without autovacuum).
+
+    No ANALYZE by default: statistics gathered while a table holds nothing but a burst of
+    pending jobs make the planner pick sequential scans and hash joins for the claim
+    queries (every system slows down quadratically).  Statistics therefore come from the
+    table's normal state: none on a fresh table, or the finished history (drain_w1_finished).
+    drain_w1_analyzed measures the bad case on purpose.
+    """
+    with psycopg.connect(system.url, autocommit=True) as c:
+        for t in system.vacuum:
+            c.execute(f"VACUUM (ANALYZE) {t}" if analyze else f"VACUUM {t}")
+
+
+def cpu_busy(seconds: float = 1.0) -> float:
+    """Fraction of all CPUs busy over `seconds` (from /proc/stat)."""
+    def snap():
+        f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = f[3] + (f[4] if len(f) > 4 else 0)
+        return sum(f), idle
+    t1, i1 = snap()
+    time.sleep(seconds)
+    t2, i2 = snap()
+    return 0.0 if t2 == t1 else 1 - (i2 - i1) / (t2 - t1)
+
+
+def wait_quiet(max_s: float, threshold: float = 0.15) -> float:
+    """Wait (bounded) until other work on the machine stops; returns the last busy fraction."""
+    deadline = time.monotonic() + max_s
+    busy = cpu_busy()
+    while busy > threshold and time.monotonic() < deadline:
+        log(f"machine is {busy:.0%} busy with other work; waiting (up to {deadline - time.monotonic():.0f}s more)")
+        time.sleep(4)
+        busy = cpu_busy()
+    return busy
+
+
+# --- phases -----------------------------------------------------------------------------------
+
+
+def client(ctx: Ctx, system: System, *args, timeout: float = 300, extra_env=None) -> dict:
+    argv, cwd = system.client_argv(*[str(a) for a in args])
+    env = system.env()
+    if extra_env:
+        env.update(extra_env)
+    return procs.run_json(argv, env=env, cwd=cwd, timeout=timeout,
+                          log_path=ctx.tmp / f"{system.key}.log")
+
+
+def setup_schema(ctx: Ctx, system: System) -> None:
+    recreate_db(ctx, system.db)
+    for argv, cwd in system.schema_cmds():
+        with open(ctx.tmp / f"{system.key}.log", "ab") as lg:
+            lg.write(("\n$ " + " ".join(argv) + "\n").encode())
+            lg.flush()
+            res = subprocess.run(argv, env=system.env(), cwd=cwd, stdout=lg, stderr=lg,
+                                 stdin=subprocess.DEVNULL, timeout=180)
+        if res.returncode != 0:
+            raise RuntimeError(f"schema setup failed: {' '.join(argv)} (see {ctx.tmp / system.key}.log)")
+
+
+def drain_n(ctx: Ctx, system: System, result: dict) -> int:
+    """Jobs per drain: drain_n, fewer for a system too slow to drain that many in
+    drain_budget_s (sized by a pilot drain, which also warms the server up)."""
+    n, cfg = ctx.cfg["drain_n"], ctx.cfg
+    try:
+        pilot = drain(ctx, system, cfg["pilot_n"], 1)
+    except Exception as exc:  # noqa: BLE001 - the real drains will report the problem
+        log(f"  {system.key:14s} pilot drain failed: {exc}")
+        return min(n, cfg["pilot_n"])
+    result["pilot"] = pilot
+    fit = int(pilot["rate"] * cfg["drain_budget_s"] / 100) * 100
+    return max(min(n, fit), cfg["pilot_n"])
+
+
+def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = False,
+          profile: bool = False, analyze: bool = False) -> dict:
+    """Prefill n jobs, start `workers` worker processes, time until all n are finished."""
+    if not keep_rows:
+        reset(system)
+    checkpoint(system)
+    client(ctx, system, "prefill", n)
+    vacuum(system, analyze=analyze)
+    probe_path = f"/dev/shm/bench-probe-{os.getpid()}-{system.key}"
+    probe.create(probe_path)
+    reader = probe.Reader(probe_path)
+    env = system.env()
+    env["BENCH_PROBE_FILE"] = probe_path
+    started: list[procs.Proc] = []
+    timeout = ctx.cfg["drain_timeout_s"]
+    t_spawn = time.monotonic_ns()
+    try:
+        for w in range(workers):
+            argv, cwd = system.worker_argv(burst=True)
+            e = dict(env, BENCH_PROBE_SLOT=str(probe.PY_SLOTS + w)) if system.key == "pgboss" else env
+            started.append(procs.Proc(argv, env=e, cwd=cwd, log_path=ctx.tmp / f"{system.key}-worker.log",
+                                      name=f"{system.key}-w{w}"))
+        prof = None
+        if profile:
+            prof = start_profiler(ctx, system, started[0])
+        deadline = time.monotonic() + timeout
+        t_end = None
+        next_mem = 0.0
+        with psycopg.connect(system.url, autocommit=True) as c:
+            while time.monotonic() < deadline:
+                now = time.monotonic()
+                if now >= next_mem:
+                    for p in started:
+                        p.sample_memory()
+                    next_mem = now + 0.1
+                total = reader.total()
+                if total >= n:
+                    if c.execute(system.remaining_sql).fetchone()[0] == 0:
+                        t_end = time.monotonic_ns()
+                        break
+                    time.sleep(0.001)
+                    continue
+                if all(p.poll() is not None for p in started):
+                    # every worker exited before the probe saw all jobs: done or broken?
+                    if c.execute(system.remaining_sql).fetchone()[0] == 0 and reader.total() >= n:
+                        t_end = time.monotonic_ns()
+                        break
+                    bad = [p for p in started if p.rc != 0]
+                    raise RuntimeError(
+                        f"workers exited with {[p.rc for p in started]} after {reader.total()}/{n} "
+                        f"jobs\n{(bad or started)[0].tail()}")
+                time.sleep(0.002)
+        if t_end is None:
+            raise RuntimeError(f"drain did not finish in {timeout}s ({reader.total()}/{n} handled)")
+        first = reader.first_ns()
+        # burst workers should now see an empty queue and exit on their own
+        for p in started:
+            p.wait(10.0 if system.key != "pgboss" else 0.0)
+        if prof is not None:
+            stop_profiler(prof)
+    finally:
+        for p in started:
+            p.stop()
+        reader.close()
+        try:
+            os.unlink(probe_path)
+        except OSError:
+            pass
+    seconds = (t_end - first) / 1e9
+    return {
+        "n": n, "workers": workers, "seconds": seconds, "rate": n / seconds,
+        "startup_s": (first - t_spawn) / 1e9, "wall_s": (t_end - t_spawn) / 1e9,
+        "rss_mb": max(p.maxrss_kb for p in started) / 1024,
+        "rss_tree_mb": max(max(p.tree_kb, p.maxrss_kb) for p in started) / 1024,
+        "exit_codes": [p.rc for p in started],
+        "loadavg1": os.getloadavg()[0],
+    }
+
+
+def pickup(ctx: Ctx, system: System) -> list[dict]:
+    reset(system)
+    checkpoint(system)
+    probe_path = f"/dev/shm/bench-probe-{os.getpid()}-{system.key}-pickup"
+    probe.create(probe_path)
+    env = system.env()
+    env["BENCH_PROBE_FILE"] = probe_path
+    if system.key == "pgboss":
+        env["BENCH_PROBE_SLOT"] = str(probe.PY_SLOTS)
+    argv, cwd = system.worker_argv(burst=False)
+    w = procs.Proc(argv, env=env, cwd=cwd, log_path=ctx.tmp / f"{system.key}-worker.log",
+                   name=f"{system.key}-listen")
+    samples = []
+    try:
+        for _ in range(ctx.cfg["reps"]):
+            res = client(ctx, system, "pickup", ctx.cfg["pickup_samples"], ctx.cfg["pickup_budget_s"],
+                         *system.pickup_gap, timeout=ctx.cfg["pickup_budget_s"] + 120,
+                         extra_env={"BENCH_PROBE_FILE": probe_path})
+            if w.poll() is not None:
+                raise RuntimeError(f"pickup worker exited ({w.rc})\n{w.tail()}")
+            lat = sorted(res["latencies_ms"])
+            if not lat:
+                raise RuntimeError(f"no pickup sample ({res.get('timeouts')} timeouts)")
+            samples.append({
+                "n": len(lat), "timeouts": res.get("timeouts", 0),
+                "p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99),
+                "mean": statistics.fmean(lat), "max": lat[-1], "latencies_ms": lat,
+            })
+    finally:
+        w.stop()
+        try:
+            os.unlink(probe_path)
+        except OSError:
+            pass
+    return samples
+
+
+def pct(sorted_values: list[float], p: float) -> float:
+    """Percentile with linear interpolation (numpy's default)."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    k = (len(sorted_values) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+# --- profiling (django-pgjobs only) ------------------------------------------------------------
+
+
+def start_profiler(ctx: Ctx, system: System, proc: procs.Proc):
+    spy = Path(system.python).parent / "py-spy"
+    if not spy.exists():
+        log("py-spy is not in the pgjobs environment; skipping the profile")
+        return None
+    out = ctx.tmp / f"{system.key}-profile"
+    argv = [str(spy), "record", "--pid", str(proc.pid), "--rate", "250", "--threads",
+            "--idle", "--format", "raw", "--output", str(out) + ".txt", "--nonblocking"]
+    return procs.Proc(argv, env=dict(os.environ), log_path=ctx.tmp / "py-spy.log", name="py-spy")
+
+
+def stop_profiler(prof) -> None:
+    prof.p.send_signal(signal.SIGINT)
+    prof.wait(10)
+
+
+# --- per system -------------------------------------------------------------------------------
+
+
+def run_system(ctx: Ctx, system: System, result: dict) -> None:
+    cfg, reps = ctx.cfg, ctx.cfg["reps"]
+    m = result["metrics"]
+
+    def record(metric: str, fn) -> None:
+        if metric not in system.metrics or metric not in ctx.metrics:
+            return
+        if ctx.deadline and time.monotonic() > ctx.deadline:
+            result["errors"].append(f"{metric}: skipped, the run's time budget is spent")
+            return
+        t0 = time.monotonic()
+        try:
+            samples = fn()
+            m[metric] = {"samples": samples}
+            log(f"  {system.key:14s} {metric:22s} {summarize(metric, samples)}  ({time.monotonic() - t0:.1f}s)")
+        except Exception as exc:  # noqa: BLE001 - one broken metric must not end the run
+            result["errors"].append(f"{metric}: {exc}")
+            log(f"  {system.key:14s} {metric:22s} FAILED: {exc}")
+            if ctx.args.verbose:
+                traceback.print_exc()
+
+    def enqueue(cmd: str, n: int):
+        out = []
+        for _ in range(reps):
+            reset(system)
+            out.append(client(ctx, system, cmd, n))
+        return out
+
+    if ctx.args.wait_quiet:
+        result["busy_before"] = wait_quiet(ctx.args.wait_quiet)
+    else:
+        result["busy_before"] = cpu_busy(0.5)
+    if result["busy_before"] > 0.15:
+        log(f"warning: the machine was {result['busy_before']:.0%} busy before {system.label}; "
+            "expect noisy numbers")
+    log(f"{system.label}: schema")
+    setup_schema(ctx, system)
+    record("enqueue_single", lambda: enqueue("enqueue_single", cfg["enqueue_single_n"]))
+    record("enqueue_single_plain", lambda: enqueue("enqueue_single_plain", cfg["enqueue_single_n"]))
+    record("enqueue_bulk", lambda: enqueue("enqueue_bulk", cfg["enqueue_bulk_n"]))
+    n = drain_n(ctx, system, result) if ctx.metrics & {"drain_w1", "drain_w2", "drain_w1_analyzed",
+                                                         "drain_w1_finished"} else 0
+    result["drain_n"] = n
+    record("drain_w1", lambda: [drain(ctx, system, n, 1) for _ in range(reps)])
+    record("drain_w2", lambda: [drain(ctx, system, n, 2) for _ in range(reps)])
+    record("drain_w1_analyzed", lambda: [drain(ctx, system, n, 1, analyze=True) for _ in range(reps)])
+    record("pickup", lambda: pickup(ctx, system))
+
+    def finished():
+        reset(system)
+        t0 = time.monotonic()
+        sql(system, system.finished_sql(cfg["finished_rows"]))
+        vacuum(system, analyze=True)  # statistics of a table full of history
+        result["finished_rows_setup_s"] = time.monotonic() - t0
+        out = []
+        for _ in range(reps):
+            s = drain(ctx, system, n, 1, keep_rows=True)
+            s["finished_rows"] = cfg["finished_rows"]
+            out.append(s)
+        return out
+
+    record("drain_w1_finished", finished)
+
+    if ctx.args.profile and system.key == "pgjobs":
+        try:
+            reset(system)
+            s = drain(ctx, system, max(n, ctx.cfg["profile_n"]), 1, profile=True)
+            path = ctx.tmp / "pgjobs-profile.txt"
+            import profile_summary
+
+            summary = profile_summary.summarize(str(path), top=30)
+            (ctx.tmp / "pgjobs-profile-summary.txt").write_text(profile_summary.render(summary) + "\n")
+            result["profile"] = {"file": str(path), "drain": s, "summary": summary}
+            log(f"  profile: {path} (summary: {ctx.tmp / 'pgjobs-profile-summary.txt'})")
+        except Exception as exc:  # noqa: BLE001
+            result["errors"].append(f"profile: {exc}")
+
+
+def summarize(metric: str, samples: list[dict]) -> str:
+    if metric == "pickup":
+        return "p50 " + ", ".join(f"{s['p50']:.2f}" for s in samples) + " ms; p99 " + ", ".join(
+            f"{s['p99']:.2f}" for s in samples) + " ms"
+    rates = ", ".join(f"{s['rate']:,.0f}" for s in samples)
+    extra = ""
+    if metric.startswith("drain"):
+        extra = f"  rss {max(s['rss_mb'] for s in samples):.0f} MB"
+    return f"{rates} jobs/s{extra}"
+
+
+# --- machine ----------------------------------------------------------------------------------
+
+
+def machine_info(ctx: Ctx) -> dict:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    pg = {}
+    with admin(ctx) as c:
+        pg["version"] = c.execute("SHOW server_version").fetchone()[0]
+        pg["version_full"] = c.execute("SELECT version()").fetchone()[0]
+        for name in ("shared_buffers", "synchronous_commit", "fsync", "max_connections",
+                     "autovacuum", "wal_level", "work_mem", "max_wal_size", "jit"):
+            pg[name] = c.execute(f"SHOW {name}").fetchone()[0]
+    node = shutil.which("node")
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cpu_model": cpu,
+        "cores": os.cpu_count(),
+        "mem_gb": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": subprocess.run([ctx.base_python, "--version"], capture_output=True,
+                                 text=True).stdout.strip(),
+        "node": subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+        if node else None,
+        "postgres": pg,
+        "loadavg_at_start": os.getloadavg(),
+        "repo_commit": ctx.git_head,
+    }
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="bench/run.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="small counts, 1 repetition (default)")
+    g.add_argument("--full", action="store_true", help="20,000-job drains, 1M finished rows, 3 reps")
+    ap.add_argument("--only", help="comma-separated systems: " + ",".join(SYSTEMS))
+    ap.add_argument("--metrics", help="comma-separated metrics (default: all)")
+    ap.add_argument("--reps", type=int, help="repetitions per metric (medians and min/max)")
+    ap.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/"),
+                    help="server to use (databases bench_* are created and dropped there)")
+    ap.add_argument("--pgjobs-args", default=os.environ.get("BENCH_PGJOBS_ARGS", ""),
+                    help="extra runjobs flags for django-pgjobs, e.g. '--concurrency 8 --batch-size 100'")
+    ap.add_argument("--profile", action="store_true", help="py-spy a django-pgjobs drain_w1")
+    ap.add_argument("--keep-dbs", action="store_true", help="do not drop the bench_* databases at the end")
+    ap.add_argument("--budget", type=float, help="stop starting new measurements after this many seconds")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
+                    help="before each system, wait up to this long for other CPU load to stop")
+    ap.add_argument("--out", default=str(RESULTS), help="directory for latest.json/md/png")
+    ap.add_argument("--report-only", action="store_true", help="re-render latest.md/png from latest.json")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    out_dir = Path(args.out)
+    if args.report_only:
+        import report
+        report.render(out_dir / "latest.json", out_dir)
+        return 0
+    ctx = Ctx(args)
+    if args.budget is None:
+        ctx.deadline = None
+    keys = list(SYSTEMS)
+    if args.only:
+        keys = []
+        for k in args.only.split(","):
+            k = ALIASES.get(k.strip(), k.strip())
+            if k not in SYSTEMS:
+                raise SystemExit(f"unknown system {k!r}; choose from {', '.join(SYSTEMS)}")
+            keys.append(k)
+    from systems import ALL_METRICS
+    ctx.metrics = (set(args.metrics.split(",")) if args.metrics
+                   else set(ALL_METRICS) | {"enqueue_single_plain", "drain_w1_analyzed"})
+
+    def on_signal(signum, frame):
+        log(f"signal {signum}: stopping every child process")
+        procs.kill_all()
+        sys.exit(130)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    t_setup = time.monotonic()
+    systems: list[System] = []
+    for k in keys:
+        s = SYSTEMS[k](ctx)
+        try:
+            s.build()
+        except Exception as exc:  # noqa: BLE001
+            s.skip_reason = f"environment build failed: {exc}"
+        if s.skip_reason:
+            log(f"skipping {s.label}: {s.skip_reason}")
+        systems.append(s)
+    setup_s = time.monotonic() - t_setup
+    log(f"environments ready in {setup_s:.0f}s; mode={ctx.mode} reps={ctx.cfg['reps']}; logs in {ctx.tmp}")
+
+    results = {
+        "schema": 1,
+        "mode": ctx.mode,
+        "config": ctx.cfg,
+        "command": "python3 bench/run.py " + " ".join(argv),
+        "machine": machine_info(ctx),
+        "environment_setup_s": setup_s,
+        "systems": {},
+    }
+    t_run = time.monotonic()
+    if ctx.cfg.get("total_budget_s") and ctx.deadline is None:
+        ctx.deadline = time.monotonic() + ctx.cfg["total_budget_s"] * 1.5
+    for s in systems:
+        r = {"label": s.label, "metrics": {}, "errors": [], "skipped": s.skip_reason,
+             "settings": "", "versions": {}}
+        results["systems"][s.key] = r
+        if s.skip_reason:
+            continue
+        r["settings"] = s.settings_note()
+        r["versions"] = s.versions()
+        t0 = time.monotonic()
+        try:
+            run_system(ctx, s, r)
+        except Exception as exc:  # noqa: BLE001
+            r["errors"].append(f"setup: {exc}")
+            log(f"{s.label} failed: {exc}")
+            if args.verbose:
+                traceback.print_exc()
+        finally:
+            procs.kill_all()
+            if not args.keep_dbs:
+                try:
+                    drop_db(ctx, s.db)
+                except psycopg.Error as exc:
+                    log(f"could not drop {s.db}: {exc}")
+        r["elapsed_s"] = time.monotonic() - t0
+    results["run_s"] = time.monotonic() - t_run
+    results["machine"]["loadavg_at_end"] = os.getloadavg()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "latest.json").write_text(json.dumps(results, indent=1) + "\n")
+    log(f"measurements took {results['run_s']:.0f}s; writing {out_dir}/latest.*")
+    import report
+    report.render(out_dir / "latest.json", out_dir)
+    print((out_dir / "latest.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

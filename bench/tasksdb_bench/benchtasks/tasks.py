@@ -1,0 +1,7 @@
+import probe
+from django.tasks import task
+
+
+@task
+def noop(i: int) -> None:
+    probe.hit(i)
