@@ -26,7 +26,7 @@ DEFAULTS: dict[str, Any] = {
     # How often each worker looks for expired leases.
     "REAP_INTERVAL": 10.0,
     # Worker defaults (runjobs flags override them).
-    "CONCURRENCY": 4,
+    "CONCURRENCY": 10,
     "BATCH_SIZE": 50,
     "POLL_INTERVAL": 1.0,
     "SHUTDOWN_TIMEOUT": 30.0,
