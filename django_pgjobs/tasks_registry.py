@@ -15,7 +15,6 @@ as for a ``@handler``. ``task_finished`` is sent after the worker recorded the o
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -37,8 +36,6 @@ from .task_results import STATUS_MAP, error_text, parse_error, set_return_value,
 if TYPE_CHECKING:
     from .models import Job
     from .queries import Completion
-
-logger = logging.getLogger("django_pgjobs.tasks")
 
 TYPE_PREFIX = "task:"
 
