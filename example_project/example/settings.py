@@ -66,3 +66,6 @@ LOGGING = {
     "loggers": {"django_pgjobs": {"handlers": ["console"], "level": "INFO"},
                 "shop": {"handlers": ["console"], "level": "INFO"}},
 }
+# Django's Tasks framework (django.tasks) on the same queue: @task functions run on runjobs.
+TASKS = {"default": {"BACKEND": "django_pgjobs.backend.PgJobsBackend",
+                     "QUEUES": ["default", "emails", "imports"]}}

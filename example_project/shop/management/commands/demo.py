@@ -13,8 +13,10 @@ from django.db import transaction
 from django_pgjobs import JobStatus, enqueue, enqueue_many
 from django_pgjobs.models import Job
 from shop.models import ImportedRow, Order
+from shop.tasks import order_summary
 
-DEMO_TYPES = ["send_receipt", "csv_import", "nightly_report", "archive_order", "refuse_coupon"]
+DEMO_TYPES = ["send_receipt", "csv_import", "nightly_report", "archive_order", "refuse_coupon",
+              "task:shop.tasks.order_summary"]
 EXPECTED = {
     "send_receipt": (JobStatus.COMPLETED, 2),
     "csv_import": (JobStatus.COMPLETED_WITH_ERRORS, 1),
@@ -64,10 +66,14 @@ class Command(BaseCommand):
         archive = enqueue("archive_order", {"order_id": order.pk}, run_after=timedelta(seconds=1))
         coupon = enqueue("refuse_coupon", {"code": "XMAS"})
         bulk = enqueue_many("csv_import", [{"lines": [f"S-{i},{i}"]} for i in range(20)])
+        with transaction.atomic():  # Django's @task API, same queue, same transaction rules
+            summary = order_summary.enqueue(order.pk)
         say(f"   + csv_import #{imp.id}, nightly_report #{report.id}, archive_order #{archive.id} "
             f"(in 1 s), refuse_coupon #{coupon.id}, and {len(bulk)} csv_import jobs in one INSERT")
+        say(f"   + @task order_summary -> result {summary.id} ({summary.status})")
         return {"send_receipt": receipt.id, "csv_import": imp.id, "nightly_report": report.id,
-                "archive_order": archive.id, "refuse_coupon": coupon.id, "bulk": bulk}
+                "archive_order": archive.id, "refuse_coupon": coupon.id, "bulk": bulk,
+                "task": summary.id}
 
     def _run_worker(self, ids, timeout):
         say = self.stdout.write
@@ -106,6 +112,9 @@ class Command(BaseCommand):
                 say(self.style.ERROR(f"      expected {want_status} after {want_attempts} tries"))
         bulk_done = Job.objects.filter(pk__in=ids["bulk"], status=JobStatus.COMPLETED).count()
         say(f"   bulk csv_import: {bulk_done}/{len(ids['bulk'])} COMPLETED")
+        result = order_summary.get_result(ids["task"])
+        say(f"   @task order_summary: {result.status}, return value {result.return_value!r}")
+        ok = ok and result.status == "SUCCESSFUL"
         order = Order.objects.get()
         say(f"   order: receipt_sent={order.receipt_sent}, customer={order.customer!r}; "
             f"{ImportedRow.objects.count()} rows imported")
