@@ -87,6 +87,7 @@ def plan(query: str, *params) -> str:
     return "\n".join(r[0] for r in sql("EXPLAIN " + query, params or None))
 
 
+@pytest.mark.django_db(transaction=True)  # committed, then TRUNCATEd: no dead tuples left
 def test_admin_filters_use_indexes():
     sql("INSERT INTO pgjobs_job (type, status, finished_at, trace_id) "
         "SELECT 'test.noop', 'COMPLETED', now() - g * interval '1 second', md5(g::text) "
