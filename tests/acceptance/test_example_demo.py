@@ -31,7 +31,8 @@ def example_db():
 
 
 def test_demo_runs_end_to_end(example_db):
-    env = dict(os.environ, DATABASE_URL=example_db, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, DATABASE_URL=example_db, PYTHONPATH=str(ROOT),
+               DJANGO_SETTINGS_MODULE="example.settings")
     env.pop("PGJOBS_TEST_DB_NAME", None)
     manage = [sys.executable, str(ROOT / "example_project" / "manage.py")]
     subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, check=True,  # noqa: S603
