@@ -1,6 +1,6 @@
 """Handlers used by the test-suite. ``test.behave`` does what its config says:
 
-{"do": "ok" | "raise" | "fail" | "retry" | "sleep" | "hang" | "kill" | "exit" | "items"
+{"do": "ok" | "raise" | "fail" | "retry" | "sleep" | "block" | "hang" | "kill" | "exit" | "items"
        | "flaky" | "system_exit" | "keyboard_interrupt" | "write" | "huge_error"
        | "huge_result" | "bad_result" | "break_connection" | "wait_cancel",
  "seconds": float, "fail_times": int, "value": ...}
@@ -9,6 +9,7 @@ Every run is logged in testapp.Execution first.
 
 import os
 import signal
+import threading
 import time
 
 from django.db import connection, connections, transaction
@@ -56,6 +57,8 @@ def behave(job):
             raise RuntimeError(f"flaky failure on attempt {job.attempts}")
     elif do == "sleep":
         time.sleep(seconds)
+    elif do == "block":  # sleeps without clock_nanosleep(), which libfaketime breaks
+        threading.Event().wait(seconds)
     elif do == "hang":
         time.sleep(3600)
     elif do == "kill":
