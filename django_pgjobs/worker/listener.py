@@ -32,7 +32,7 @@ class Listener(threading.Thread):
         self.wake = wake
         self.application_name = application_name
         self.connected = threading.Event()
-        self._stop = threading.Event()
+        self._stop_event = threading.Event()
         self._conn: psycopg.Connection | None = None
 
     def _connect(self) -> psycopg.Connection:
@@ -46,7 +46,7 @@ class Listener(threading.Thread):
 
     def run(self) -> None:
         delay = 0.5
-        while not self._stop.is_set():
+        while not self._stop_event.is_set():
             try:
                 self._conn = self._connect()
                 self.connected.set()
@@ -54,19 +54,19 @@ class Listener(threading.Thread):
                     logger.info("listener reconnected", extra={"action": "worker.listener_up"})
                 delay = 0.5
                 self.wake()
-                while not self._stop.is_set():
+                while not self._stop_event.is_set():
                     for note in self._conn.notifies(timeout=1.0):
                         if self.queues is None or note.payload in self.queues:
                             self.wake()
             except psycopg.Error as exc:
                 self.connected.clear()
-                if self._stop.is_set():
+                if self._stop_event.is_set():
                     break
                 logger.warning(
                     "listener connection lost (%s); polling until it is back, retry in %.1fs",
                     exc.__class__.__name__, delay, extra={"action": "worker.listener_down"},
                 )
-                self._stop.wait(delay * (0.5 + random.random()))  # noqa: S311
+                self._stop_event.wait(delay * (0.5 + random.random()))  # noqa: S311
                 delay = min(delay * 2, 30.0)
             finally:
                 self._close()
@@ -81,4 +81,4 @@ class Listener(threading.Thread):
                 pass
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stop_event.set()

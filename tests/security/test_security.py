@@ -1,0 +1,174 @@
+"""Security guards: no code or object is ever loaded from stored data, SQL carries values only
+as parameters, queue and channel names are validated and quoted, secrets stay out of logs."""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+from django_pgjobs import InvalidJobOption, JobStatus, enqueue, handler
+from django_pgjobs.models import Job
+from django_pgjobs.worker.listener import Listener
+from tests.conftest import eventually, sql_one
+
+PACKAGE = Path(__file__).resolve().parents[2] / "django_pgjobs"
+
+# --- no pickle, no eval, no import of a path read from the database ---------------------------
+
+UNSAFE_MODULES = {"pickle", "_pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle",
+                  "jsonpickle", "copyreg"}
+UNSAFE_BUILTINS = {"eval", "exec", "compile", "__import__", "breakpoint"}
+UNSAFE_FUNCTIONS = {"import_module", "import_string", "locate", "load_module", "run_path",
+                    "run_module"}
+
+
+def unsafe_calls(source: str, filename: str = "<source>") -> list[str]:
+    """Lines of ``source`` that could turn stored data into code or objects."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        where = f"{filename}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Import):
+            found += [f"{where} import {a.name}" for a in node.names
+                      if a.name.split(".")[0] in UNSAFE_MODULES]
+        elif isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".")[0]
+            if module in UNSAFE_MODULES:
+                found.append(f"{where} from {node.module} import …")
+            found += [f"{where} from {node.module} import {a.name}" for a in node.names
+                      if a.name in UNSAFE_FUNCTIONS]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else (
+                func.attr if isinstance(func, ast.Attribute) else None)
+            builtin = isinstance(func, ast.Name) and name in UNSAFE_BUILTINS
+            if builtin or name in UNSAFE_FUNCTIONS:
+                found.append(f"{where} calls {name}()")
+    return found
+
+
+def test_the_package_never_deserialises_or_executes_stored_data():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += unsafe_calls(path.read_text(), str(path.relative_to(PACKAGE.parent)))
+    assert not found, (
+        "django_pgjobs must never load code or objects from data: job types are dispatched "
+        "through registry.get(type) only, configs and results are JSON. Remove these (a path "
+        "read from the database must never be imported, pickle must never be used):\n"
+        + "\n".join(found))
+
+
+@pytest.mark.parametrize("source", [
+    "import pickle", "from marshal import loads", "import dill.settings",
+    "eval(row[1])", "exec(code)", "__import__(job.type)",
+    "from django.utils.module_loading import import_string",
+    "importlib.import_module(job.type)", "pydoc.locate(name)", "compile(src, 'f', 'exec')",
+])
+def test_the_scan_catches_each_unsafe_form(source):
+    assert unsafe_calls(source)
+
+
+def test_the_scan_lets_regular_expressions_be():
+    assert unsafe_calls("import re\nPATTERN = re.compile('x')") == []
+
+
+# --- SQL: values are parameters, only constants are interpolated ------------------------------
+
+# Interpolated names that are not module constants, each checked against a fixed tuple of
+# literals just before the query (file, name) -> why it is safe.
+CHECKED_NAMES = {
+    ("admin.py", "column"): "recent_values() accepts only 'queue' or 'tenant_id'",
+    ("rollup.py", "group_by"): "totals() accepts only 'queue' or 'type'",
+    ("rollup.py", "table"): "prune() loops over a literal tuple of table names",
+    ("rollup.py", "column"): "prune() loops over a literal tuple of column names",
+}
+_SQL = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE|LISTEN|NOTIFY|TRUNCATE)\b")
+_CONSTANT = re.compile(r"^(?:[a-z_]+\.)?_?[A-Z][A-Z0-9_]*(?:\.replace\([^()]*\))?$")
+
+
+def test_sql_strings_interpolate_only_constants():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.JoinedStr):
+                continue
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            if not _SQL.search(text):
+                continue
+            for part in node.values:
+                if not isinstance(part, ast.FormattedValue):
+                    continue
+                expr = ast.unparse(part.value)
+                if _CONSTANT.match(expr) or (path.name, expr) in CHECKED_NAMES:
+                    continue
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {{{expr}}}")
+    assert not found, (
+        "SQL built with an f-string interpolates a value: pass it as a query parameter (%s) "
+        "instead; only module constants (table names) may be interpolated. If the name is "
+        "checked against a fixed tuple of literals just above, add (file, name) to "
+        "CHECKED_NAMES with the reason:\n" + "\n".join(found))
+
+
+# --- queue names and the LISTEN channel -------------------------------------------------------
+
+EVIL_QUEUES = ['q"; DROP TABLE pgjobs_job; --', "q' OR '1'='1", "a b", "q\x00", "é", "x" * 64,
+               "$(touch /tmp/x)"]
+
+
+@pytest.mark.parametrize("name", EVIL_QUEUES)
+def test_queue_names_are_validated_at_enqueue(name, db):
+    with pytest.raises(InvalidJobOption, match="invalid queue name"):
+        enqueue("test.echo", {}, queue=name)
+
+
+@pytest.mark.parametrize("name", EVIL_QUEUES)
+def test_queue_names_are_validated_at_handler_definition(name):
+    with pytest.raises((InvalidJobOption, ImproperlyConfigured)):
+        handler("test.never_registered", queue=name)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_listen_channel_is_quoted_as_an_identifier(settings):
+    channel = 'Pg "Jobs"; DROP TABLE pgjobs_job; --'
+    settings.PGJOBS = {**settings.PGJOBS, "NOTIFY_CHANNEL": channel}
+    woken = threading.Event()
+    listener = Listener(alias="default", channel=channel, queues=["default"], wake=woken.set,
+                        application_name="pgjobs:security-test:listen")
+    listener.start()
+    try:
+        eventually(listener.connected.is_set, timeout=10, message="listener connected")
+        woken.wait(2)  # the wakeup every (re)connect gives
+        woken.clear()
+        job = enqueue("test.echo", {})
+        assert woken.wait(10), "NOTIFY on the quoted channel never arrived"
+    finally:
+        listener.stop()
+        listener.join(10)
+    assert Job.objects.get(pk=job.id).status == JobStatus.PENDING  # the table is still there
+    assert sql_one("SELECT count(*) FROM pgjobs_job") == 1
+
+
+# --- secrets ------------------------------------------------------------------------------------
+
+SECRETS = {"password": "hunter2-PW-4f1c", "api_key": "sk-live-AK-93b2",  # noqa: S105
+           "nested": {"Authorization": "Bearer TOK-77e0"}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_secrets_in_config_never_reach_the_worker_log(start_worker):
+    ok = enqueue("test.echo", SECRETS)
+    items = enqueue("test.behave", {"do": "items", "n": 3, **SECRETS})
+    retried = enqueue("test.behave", {"do": "retry", "seconds": 60, **SECRETS})
+    w = start_worker("--burst", "--concurrency", "2", "-v", "2")
+    assert w.wait(timeout=60) == 0, w.output()
+    output = w.output()
+    assert f"test.echo#{ok.id}" in output and "job.completed" in output  # the log is verbose
+    assert f"#{items.id}" in output and f"#{retried.id}" in output
+    for secret in ("hunter2-PW-4f1c", "sk-live-AK-93b2", "TOK-77e0"):
+        assert secret not in output, f"{secret} leaked into the worker's log"
+    assert Job.objects.get(pk=ok.id).result["echo"] == SECRETS  # stored, just never logged
