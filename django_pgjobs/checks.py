@@ -56,6 +56,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     j = s["BACKOFF_JITTER"]
     if isinstance(j, bool) or not isinstance(j, int | float) or not 0 <= j < 1:
         errors.append(checks.Error("PGJOBS['BACKOFF_JITTER'] must be in [0, 1)", id="pgjobs.E008"))
+    channel = s["NOTIFY_CHANNEL"]
+    if (not isinstance(channel, str) or "\x00" in channel
+            or not 0 < len(channel.encode("utf-8", "surrogatepass")) <= 63):
+        errors.append(checks.Error(
+            f"PGJOBS['NOTIFY_CHANNEL'] must be a name of 1-63 bytes, got {channel!r}",
+            hint="PostgreSQL's pg_notify() refuses longer names: every enqueue would fail",
+            id="pgjobs.E009"))
     if isinstance(s["LEASE_SECONDS"], int | float) and isinstance(s["POLL_INTERVAL"], int | float):
         if s["LEASE_SECONDS"] < 3:
             errors.append(checks.Warning(

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def nested(depth, leaf=None, kind=dict):
 
 def test_raw_inserted_dotted_types_run_nothing_and_the_worker_keeps_going(start_worker,
                                                                           invariants):
-    marker = Path(f"/tmp/pgjobs-pwned-{uuid.uuid4().hex}")
+    marker = Path(tempfile.gettempdir()) / f"pgjobs-pwned-{uuid.uuid4().hex}"
     evil = ["os.system", "subprocess.call", "builtins.exec", "django.core.management.call_command",
             "django_pgjobs.queries.cancel"]
     for job_type in evil:

@@ -154,7 +154,7 @@ def test_kill_9_at_random_moments_never_splits_effect_from_completion(start_work
     kills = 0
     for _ in range(4):
         w = start_worker(*FAST, "--concurrency", "3")
-        eventually(lambda: up(w), timeout=30, message="worker up")
+        eventually(lambda w=w: up(w), timeout=30, message="worker up")
         time.sleep(rng.uniform(0.05, 0.6))
         w.signal(signal.SIGKILL)
         w.wait(timeout=30)

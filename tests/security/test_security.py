@@ -153,6 +153,14 @@ def test_the_listen_channel_is_quoted_as_an_identifier(settings):
     assert sql_one("SELECT count(*) FROM pgjobs_job") == 1
 
 
+@pytest.mark.parametrize("channel", ["", "x" * 64, 5, None])
+def test_a_channel_postgres_cannot_notify_on_is_a_check_error(settings, channel):
+    """pg_notify() refuses names over 63 bytes: every enqueue would fail inside the caller's
+    transaction. The system check catches it at start-up instead."""
+    settings.PGJOBS = {**settings.PGJOBS, "NOTIFY_CHANNEL": channel}
+    assert "pgjobs.E009" in [m.id for m in checks.run_checks()]
+
+
 # --- secrets ------------------------------------------------------------------------------------
 
 SECRETS = {"password": "hunter2-PW-4f1c", "api_key": "sk-live-AK-93b2",  # noqa: S105
