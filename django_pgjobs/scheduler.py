@@ -20,7 +20,8 @@ cursor: the first tick not yet handled. NULL means "start counting from now" (a 
 one just re-enabled or redefined): a tick that passed before the schedule existed never fires.
 Ticks that passed while no worker ran follow the schedule's ``catch_up`` policy:
 
-    "latest" (default)  fire once, for the most recent missed tick
+    "latest" (default)  fire once, for the most recent missed tick (if ``catch_up_window`` is
+                        set: only when that tick is at most this many seconds late)
     "none"              fire a tick only if it is at most ``catch_up_window`` s late (default 60)
     "all"               fire every missed tick at most ``catch_up_window`` s old (default 1 day),
                         oldest first, at most 1,000 per pass
@@ -262,9 +263,15 @@ def _valid_cron(cron: str) -> bool:
     return bool(croniter.is_valid(cron))
 
 
+_reported: set[str] = set()  # problems already logged by this process
+
+
 def valid_schedules() -> dict[str, ScheduleSpec]:
     specs, problems = load()
     for p in problems:
+        if p.message in _reported:
+            continue
+        _reported.add(p.message)
         logger.error("schedule.invalid %s: %s (run manage.py check)", p.name, p.message,
                      extra={"action": "schedule.invalid", "schedule": p.name})
     return {s.name: s for s in specs}

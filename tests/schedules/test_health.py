@@ -65,10 +65,15 @@ def test_thresholds_move_the_lines():
 # --- the command against the database ----------------------------------------------------------
 
 
+# The dead-tuple rule reads pg_stat_user_tables, which counts what earlier tests left behind in
+# the test database: it is covered by the evaluate() tests above and switched off here.
+IGNORE_DEAD_TUPLES = ("--min-dead-tuples", "2000000000")
+
+
 def health(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     try:
-        call_command("pgjobs_health", *args, stdout=out, stderr=err)
+        call_command("pgjobs_health", *IGNORE_DEAD_TUPLES, *args, stdout=out, stderr=err)
         code = 0
     except SystemExit as exc:
         code = int(exc.code)
