@@ -33,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     # Interleave tenants in each claim (round-robin over tenant_id), so that one tenant's
     # backlog cannot starve the others. Off by default: plain priority/FIFO order is cheaper.
     "FAIR_SHARE": False,
+    # Days the dashboard's per-minute rollup and queue-depth samples are kept.
+    "ROLLUP_RETENTION_DAYS": 30,
     # Bad-input limits, checked at enqueue.
     "MAX_CONFIG_BYTES": 1024 * 1024,
     "MAX_CONFIG_DEPTH": 64,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -186,7 +187,32 @@ def _child_env(url: str) -> dict[str, str]:
     return env
 
 
+# Debian packages some tests drive: command -> package. Installed when missing and this
+# process may (root with apt-get); otherwise those tests say what to install (they fail under
+# CI=true, and skip with the reason elsewhere).
+SYSTEM_TOOLS = {"chromium": "chromium", "faketime": "faketime"}
+
+
+def _ensure_system_tools() -> None:
+    missing = sorted({pkg for cmd, pkg in SYSTEM_TOOLS.items() if shutil.which(cmd) is None})
+    if not missing:
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        say(f"note: {', '.join(missing)} not installed (and not root with apt-get): the tests "
+            "that need them will say so")
+        return
+    say(f"installing Debian packages for the test-suite: {', '.join(missing)} ...")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    quiet = {"stdout": subprocess.DEVNULL, "env": env}
+    subprocess.run(["apt-get", "update", "-qq"], check=False, **quiet)  # noqa: S607
+    done = subprocess.run(["apt-get", "install", "-y", "-qq", *missing],  # noqa: S607
+                          check=False, **quiet)
+    if done.returncode:
+        say(f"warning: apt-get install {' '.join(missing)} failed (exit {done.returncode})")
+
+
 def cmd_test(args: Sequence[str], sup: Supervisor) -> int:
+    _ensure_system_tools()
     with database() as url:
         rc = sup.run([sys.executable, "-m", "pytest", *args], _child_env(url))
     if rc == PYTEST_NO_TESTS:
