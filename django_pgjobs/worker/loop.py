@@ -229,8 +229,6 @@ class Worker:
             self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
         self._with_db_retry(self.finalize_finished, attempts=3)
-        if self._running_count():
-            self._with_db_retry(self._release_running, attempts=3)
         for _ in self._threads:
             self._work.put(None)
         join_deadline = time.monotonic() + 2.0
@@ -239,6 +237,10 @@ class Worker:
         if self._listener is not None:
             self._listener.stop()
         self._stop_observability()
+        # Last: an abandoned handler keeps running until this process exits, so its job becomes
+        # claimable elsewhere only now (not before the 2 s thread join above).
+        if self._running_count():
+            self._with_db_retry(self._release_running, attempts=3)
         self._with_db_retry(lambda: queries.delete_worker(self.worker_id, using=self.using), 2)
         connection_created.disconnect(self._tag_connection)
         logger.info(

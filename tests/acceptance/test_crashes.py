@@ -4,6 +4,7 @@ completion overwritten, no orphan left behind."""
 import random
 import signal
 import time
+from datetime import datetime
 
 import pytest
 
@@ -119,3 +120,48 @@ def test_stalled_worker_loses_its_lease_and_its_outcome_is_discarded(start_worke
     assert "job.reaped" in b.output() + a.output()
     assert sql_one("SELECT count(*) FROM testapp_execution WHERE job_id = %s", [job.id]) == 2
     invariants.check(drained=True, min_lease=LEASE)
+
+
+def test_sigterm_drain_keeps_heartbeating_so_no_one_reaps_the_running_job(start_worker,
+                                                                         invariants):
+    """After SIGTERM the worker stops claiming but its heartbeat keeps the running job's 1 s
+    lease alive for the whole 3 s drain, while another worker reaps every 0.2 s."""
+    job = enqueue("test.behave", {"do": "sleep", "seconds": 3.0}, priority=5)
+    waiting = enqueue_many("test.behave", [{"do": "ok"}] * 3)
+    invariants.track(job.id, waiting)
+    draining = start_worker(*FAST, "--concurrency", "1", "--shutdown-timeout", "20")
+    eventually(lambda: ran(job.id), message="long job started")
+    draining.signal(signal.SIGTERM)
+    reaper = start_worker(*FAST, "--concurrency", "1")
+    assert draining.wait(timeout=30) == 0, draining.output()
+    eventually(lambda: not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists(),
+               timeout=20, message="the other worker ran the waiting jobs")
+    reaper.signal(signal.SIGTERM)
+    assert reaper.wait(timeout=30) == 0, reaper.output()
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.history) == (JobStatus.COMPLETED, 1, [])
+    assert "job.reaped" not in reaper.output()
+    assert Execution.objects.get(job_id=job.id).pid == draining.pid
+    invariants.check(drained=True, min_lease=LEASE)
+
+
+def _logged_at(output, fragment):
+    line = next(ln for ln in output.splitlines() if fragment in ln)
+    return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def test_job_interrupted_at_the_shutdown_timeout_is_released_only_as_the_worker_exits(
+        start_worker):
+    """A handler still running at the shutdown timeout cannot be stopped, only abandoned. Its
+    job is released (attempt refunded) as the worker's last step, so another worker can re-run
+    it only once this process, and the abandoned handler with it, is about to be gone."""
+    job = enqueue("test.behave", {"do": "sleep", "seconds": 30})
+    w = start_worker("--concurrency", "1", "--shutdown-timeout", "0.3", "-v", "1")
+    eventually(lambda: ran(job.id), message="job started")
+    w.signal(signal.SIGTERM)
+    assert w.wait(timeout=20) == 0, w.output()
+    released = _logged_at(w.output(), "still running after the shutdown timeout")
+    stopped = _logged_at(w.output(), "stopped:")
+    assert 0 <= stopped - released < 0.5, w.output()
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (JobStatus.PENDING, 0)
