@@ -164,14 +164,14 @@ class PgJobsBackend(BaseTaskBackend):
             yield checks.Error(
                 f"TASKS[{self.alias!r}] uses PgJobsBackend but django_pgjobs is not installed",
                 hint="Add 'django_pgjobs' to INSTALLED_APPS and run migrate.",
-                id="pgjobs.E101",
+                id="pgjobs.E201",
             )
         for name in sorted(self.queues):
             try:
                 check_queue(name)
             except InvalidJobOption as exc:
                 yield checks.Error(
-                    f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="pgjobs.E102",
+                    f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="pgjobs.E202",
                     hint="Queue names are 1-63 characters among letters, digits and '_.:-'.",
                 )
 

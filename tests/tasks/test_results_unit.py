@@ -230,9 +230,9 @@ def test_backend_construction_and_task_definition_make_no_query():
 
 def test_check_reports_queue_names_the_queue_cannot_hold():
     backend = PgJobsBackend("default", {"QUEUES": ["default", "bad queue!"]})
-    assert [m.id for m in backend.check()] == ["pgjobs.E102"]
+    assert [m.id for m in backend.check()] == ["pgjobs.E202"]
 
 
 def test_check_reports_a_backend_without_the_app_installed(settings):
     settings.INSTALLED_APPS = ["django.contrib.contenttypes"]
-    assert [m.id for m in PgJobsBackend("default", {}).check()] == ["pgjobs.E101"]
+    assert [m.id for m in PgJobsBackend("default", {}).check()] == ["pgjobs.E201"]
