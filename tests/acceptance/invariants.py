@@ -14,7 +14,7 @@ The checks read the jobs table and ``testapp_execution`` (one row per handler ru
   ``lease_expired`` for that attempt and the later run started at least ``min_lease`` seconds
   after the earlier attempt was claimed);
 - a COMPLETED job was finished by its last attempt, and no run has an attempt number above the
-  job's;
+  job's (except a run released at the shutdown timeout, whose attempt was given back);
 - attempts <= max_attempts; every FAILED job carries an error; a finished job holds no lease;
 - no deadlock (``pg_stat_database.deadlocks`` did not move).
 
@@ -54,8 +54,8 @@ WITH runs AS (
 SELECT a.job_id, a.attempt, b.attempt, a.started_at, a.ended_at, b.started_at, a.outcome
 FROM runs a JOIN runs b ON b.job_id = a.job_id AND b.attempt > a.attempt
 WHERE b.started_at < COALESCE(a.ended_at, 'infinity')
-  AND NOT (a.outcome = 'lease_expired'
-           AND b.started_at >= a.claimed_at + %s * interval '1 second')
+  AND NOT COALESCE(a.outcome = 'lease_expired'
+                   AND b.started_at >= a.claimed_at + %s * interval '1 second', false)
 ORDER BY 1, 2, 3
 LIMIT 20
 """
@@ -69,9 +69,14 @@ HAVING NOT bool_or(e.attempt = j.attempts AND e.finished_at IS NOT NULL)
 LIMIT 20
 """
 
+# A run interrupted at the shutdown timeout is released with its attempt given back: the only
+# run allowed a number above the job's attempts (the history records the release).
 _RUN_ABOVE_ATTEMPTS = """
 SELECT e.job_id, e.attempt, j.attempts FROM testapp_execution e JOIN pgjobs_job j ON j.id = e.job_id
-WHERE e.attempt > j.attempts LIMIT 20
+WHERE e.attempt > j.attempts
+  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.history) h
+                  WHERE h->>'outcome' = 'released' AND (h->>'attempt')::int = e.attempt)
+LIMIT 20
 """
 
 

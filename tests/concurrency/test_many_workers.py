@@ -8,6 +8,7 @@ from django.db import connections
 from django_pgjobs import enqueue, enqueue_many, queries
 from django_pgjobs.models import Job
 from django_pgjobs.queries import Completion
+from tests.acceptance.invariants import Invariants
 from tests.conftest import deadlocks, sql, sql_one
 from tests.testapp.models import Execution
 
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_four_workers_drain_5000_jobs_exactly_once(start_worker):
-    enqueue_many("test.behave", [{"do": "ok", "i": i} for i in range(5000)])
+    inv = Invariants.begin().track(
+        enqueue_many("test.behave", [{"do": "ok", "i": i} for i in range(5000)]))
     before = deadlocks()
     workers = [start_worker("--burst", "--concurrency", "2", "--batch-size", "2", "-v", "0")
                for _ in range(4)]
@@ -29,6 +31,7 @@ def test_four_workers_drain_5000_jobs_exactly_once(start_worker):
     # The work was shared.
     assert sql_one("SELECT count(DISTINCT pid) FROM testapp_execution") == 4
     assert deadlocks() - before == 0
+    inv.check(drained=True)
 
 
 def test_concurrent_claims_never_overlap():
