@@ -613,9 +613,10 @@ class Worker:
         idle = self._running_count() == 0 and self._finished.empty() and not self._unwritten
         if o.max_jobs is not None and self.claimed_total >= o.max_jobs and idle:
             return True
-        if o.burst and idle and not self._last_claim_full:
+        if o.burst and idle and not self._last_claim_full and not self._db_backoff:
             # Nothing in flight and the last claim came back short: is anything still due?
-            return self.run_once() == 0 and self._running_count() == 0
+            # (Not knowable while the database fails: then back off and ask again.)
+            return self.run_once() == 0 and self._running_count() == 0 and not self._db_backoff
         return False
 
     def _wait(self) -> None:

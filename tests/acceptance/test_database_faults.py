@@ -166,3 +166,23 @@ def test_connection_exhaustion_backs_off_with_a_clear_message_and_recovers(clean
     assert w.wait(timeout=30) == 0, w.output()[-3000:]
     assert len(db_errors(w.output())) < 15, w.output()[-5000:]
     inv.check(drained=True)
+
+
+def test_burst_worker_waits_out_an_outage_instead_of_exiting_0_with_work_left(clean,
+                                                                              start_worker):
+    """`runjobs --burst` means "run every due job, then exit 0". With the server down it cannot
+    know whether jobs are due: it backs off and retries, and exits 0 once it has run them."""
+    cluster = clean
+    ids = cluster.insert_jobs(5, '{"do": "ok"}')
+    cluster.pg.stop("fast")
+    try:
+        w = start_worker("--burst", "--concurrency", "2", "-v", "1", env=cluster_env(cluster))
+        eventually(lambda: len(db_errors(w.output())) >= 3, timeout=30,
+                   message="burst worker retrying")
+        assert w.proc.poll() is None, "exited while the database was down:\n" + w.output()
+    finally:
+        cluster.pg.start()
+    assert w.wait(timeout=60) == 0, w.output()[-3000:]
+    assert cluster.query("SELECT status, count(*) FROM pgjobs_job WHERE id = ANY(%s) GROUP BY 1",
+                         [ids]) == [("COMPLETED", 5)]
+    assert_backs_off(db_errors(w.output()))
