@@ -2,6 +2,7 @@
 
 import re
 import signal
+import subprocess
 from datetime import timedelta
 
 import pytest
@@ -14,18 +15,27 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TICKS = 8
 
 
+def stop(worker) -> int:
+    """SIGTERM and wait; a worker that does not stop dumps its threads' stacks into the failure."""
+    worker.signal(signal.SIGTERM)
+    try:
+        return worker.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        worker.signal(signal.SIGABRT)  # faulthandler (PYTHONFAULTHANDLER) prints every thread
+        worker.wait(timeout=10)
+        pytest.fail(f"worker {worker.pid} ignored SIGTERM for 60 s:\n{worker.output()[-20000:]}")
+
+
 def test_four_workers_fire_each_tick_exactly_once(start_worker):
     workers = [
         start_worker("--settings", "tests.schedules.worker_settings", "--poll-interval", "0.2",
-                     "--concurrency", "1", "-v", "1")
+                     "--concurrency", "1", "-v", "1", env={"PYTHONFAULTHANDLER": "1"})
         for _ in range(4)
     ]
     eventually(lambda: ScheduleFire.objects.count() >= TICKS, timeout=90,
                message=f"{TICKS} ticks fired")
     for w in workers:
-        w.signal(signal.SIGTERM)
-    for w in workers:
-        assert w.wait(timeout=60) == 0, w.output()
+        assert stop(w) == 0, w.output()
 
     fires = list(ScheduleFire.objects.filter(schedule="every-second").order_by("fire_time"))
     times = [f.fire_time for f in fires]
