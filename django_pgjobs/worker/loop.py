@@ -241,6 +241,7 @@ class Worker:
         # claimable elsewhere only now (not before the 2 s thread join above).
         if self._running_count():
             self._with_db_retry(self._release_running, attempts=3)
+            self._with_db_retry(self.finalize_finished, attempts=3)  # runs that ended meanwhile
         self._with_db_retry(lambda: queries.delete_worker(self.worker_id, using=self.using), 2)
         connection_created.disconnect(self._tag_connection)
         logger.info(

@@ -165,3 +165,19 @@ def test_job_interrupted_at_the_shutdown_timeout_is_released_only_as_the_worker_
     assert 0 <= stopped - released < 0.5, w.output()
     job.refresh_from_db()
     assert (job.status, job.attempts) == (JobStatus.PENDING, 0)
+
+
+def test_job_finishing_after_the_shutdown_timeout_but_before_exit_is_recorded(start_worker,
+                                                                               invariants):
+    """The handler outlives the 0.3 s shutdown timeout but returns while the worker still waits
+    for its threads: its completion is written, not lost to a reaper later."""
+    job = enqueue("test.behave", {"do": "sleep", "seconds": 1.0})
+    invariants.track(job.id)
+    w = start_worker("--concurrency", "1", "--shutdown-timeout", "0.3", "-v", "1")
+    eventually(lambda: ran(job.id), message="job started")
+    w.signal(signal.SIGTERM)
+    assert w.wait(timeout=20) == 0, w.output()
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.lease_token) == (JobStatus.COMPLETED, 1, None), (
+        w.output())
+    invariants.check(drained=True)
