@@ -2,7 +2,7 @@
 
 Public API::
 
-    from django_pgjobs import handler, enqueue, enqueue_many, JobStatus, Retry, Fail
+    from django_pgjobs import handler, schedule, enqueue, enqueue_many, JobStatus, Retry, Fail
 """
 
 from .context import JobContext
@@ -19,6 +19,7 @@ from .exceptions import (
     UnknownJobType,
 )
 from .registry import handler
+from .scheduler import schedule
 from .status import JobStatus
 
 __all__ = [
@@ -36,5 +37,6 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "handler",
+    "schedule",
 ]
 __version__ = "0.1.0.dev0"
