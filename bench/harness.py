@@ -9,7 +9,8 @@ For every selected system, in one run:
                       system has one
   pickup              one idle worker; latency from the producer's COMMIT to the handler start
   drain_w1_finished   drain_w1 with F finished rows already in the system's tables
-  drain_w1_analyzed   (pgjobs, raw) drain_w1 after an ANALYZE that saw only pending jobs
+  drain_w1_nostats    drain_w1 on a fresh table without planner statistics
+  drain_w1_burststats drain_w1 after an ANALYZE that saw only the pending burst
 
 Timing of a drain: from the first handler start (any worker) to the moment the database
 shows no unfinished job.  Handlers report into a shared-memory probe (drivers/probe.py), so
@@ -52,7 +53,7 @@ MODES = {
                   finished_rows=100_000, drain_timeout_s=60, total_budget_s=110, profile_n=5_000),
     # full: 3 repetitions, 20,000-job drains, 1M finished rows, under 15 minutes
     "full": dict(reps=3, enqueue_single_n=2_000, enqueue_bulk_n=20_000, drain_n=20_000,
-                 pilot_n=1_000, drain_budget_s=10.0, pickup_samples=150, pickup_budget_s=8.0,
+                 pilot_n=1_000, drain_budget_s=6.0, pickup_samples=120, pickup_budget_s=5.0,
                  finished_rows=1_000_000, drain_timeout_s=180, total_budget_s=840, profile_n=20_000),
 }
 
@@ -141,11 +142,12 @@ def checkpoint(system: System) -> None:
 def vacuum(system: System, analyze: bool = False) -> None:
     """VACUUM before a measurement (the server may run without autovacuum).
 
-    No ANALYZE by default: statistics gathered while a table holds nothing but a burst of
-    pending jobs make the planner pick sequential scans and hash joins for the claim
-    queries (every system slows down quadratically).  Statistics therefore come from the
-    table's normal state: none on a fresh table, or the finished history (drain_w1_finished).
-    drain_w1_analyzed measures the bad case on purpose.
+    No ANALYZE by default: the planner statistics are set once per phase (see run_system):
+    the drains run with the statistics of a table of finished jobs, the steady state that
+    autovacuum leaves behind.  Claim queries are sensitive to other states, measured on
+    purpose: drain_w1_nostats (a fresh table: some claims sort every pending job) and
+    drain_w1_burststats (ANALYZE saw only the pending burst: the raw limit's claim turns
+    into a hash join over a sequential scan).
     """
     with psycopg.connect(system.url, autocommit=True) as c:
         for t in system.vacuum:
@@ -214,7 +216,7 @@ def drain_n(ctx: Ctx, system: System, result: dict) -> int:
 
 
 def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = False,
-          profile: bool = False, analyze: bool = False) -> dict:
+          profile: str | None = None, analyze: bool = False) -> dict:
     """Prefill n jobs, start `workers` worker processes, time until all n are finished."""
     if not keep_rows:
         reset(system)
@@ -237,7 +239,7 @@ def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = F
                                       name=f"{system.key}-w{w}"))
         prof = None
         if profile:
-            prof = start_profiler(ctx, system, started[0])
+            prof = start_profiler(ctx, system, started[0], profile)
         deadline = time.monotonic() + timeout
         t_end = None
         next_mem = 0.0
@@ -342,14 +344,14 @@ def pct(sorted_values: list[float], p: float) -> float:
 # --- profiling (django-pgjobs only) ------------------------------------------------------------
 
 
-def start_profiler(ctx: Ctx, system: System, proc: procs.Proc):
+def start_profiler(ctx: Ctx, system: System, proc: procs.Proc, tag: str):
     spy = Path(system.python).parent / "py-spy"
     if not spy.exists():
         log("py-spy is not in the pgjobs environment; skipping the profile")
         return None
-    out = ctx.tmp / f"{system.key}-profile"
+    out = ctx.tmp / f"{system.key}-profile-{tag}.txt"
     argv = [str(spy), "record", "--pid", str(proc.pid), "--rate", "250", "--threads",
-            "--idle", "--format", "raw", "--output", str(out) + ".txt", "--nonblocking"]
+            "--idle", "--format", "raw", "--output", str(out), "--nonblocking"]
     return procs.Proc(argv, env=dict(os.environ), log_path=ctx.tmp / "py-spy.log", name="py-spy")
 
 
@@ -401,12 +403,19 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     record("enqueue_single", lambda: enqueue("enqueue_single", cfg["enqueue_single_n"]))
     record("enqueue_single_plain", lambda: enqueue("enqueue_single_plain", cfg["enqueue_single_n"]))
     record("enqueue_bulk", lambda: enqueue("enqueue_bulk", cfg["enqueue_bulk_n"]))
-    n = drain_n(ctx, system, result) if ctx.metrics & {"drain_w1", "drain_w2", "drain_w1_analyzed",
-                                                         "drain_w1_finished"} else 0
+    drains = {"drain_w1", "drain_w2", "drain_w1_nostats", "drain_w1_burststats", "drain_w1_finished"}
+    n = drain_n(ctx, system, result) if ctx.metrics & drains & set(system.metrics) else 0
     result["drain_n"] = n
+    reps2 = ctx.args.reps or 1  # secondary numbers: one repetition unless --reps asks for more
+    # The database is fresh: no planner statistics yet.
+    record("drain_w1_nostats", lambda: [drain(ctx, system, n, 1) for _ in range(reps2)])
+    if n:
+        # The table now holds finished jobs only: their statistics (kept across TRUNCATE) are
+        # the steady state every following empty-table drain plans with.
+        vacuum(system, analyze=True)
     record("drain_w1", lambda: [drain(ctx, system, n, 1) for _ in range(reps)])
     record("drain_w2", lambda: [drain(ctx, system, n, 2) for _ in range(reps)])
-    record("drain_w1_analyzed", lambda: [drain(ctx, system, n, 1, analyze=True) for _ in range(reps)])
+    record("drain_w1_burststats", lambda: [drain(ctx, system, n, 1, analyze=True) for _ in range(reps2)])
     record("pickup", lambda: pickup(ctx, system))
 
     def finished():
@@ -424,17 +433,18 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
 
     record("drain_w1_finished", finished)
 
-    if ctx.args.profile and system.key == "pgjobs":
-        try:
-            reset(system)
-            s = drain(ctx, system, max(n, ctx.cfg["profile_n"]), 1, profile=True)
-            path = ctx.tmp / "pgjobs-profile.txt"
-            import profile_summary
+    if ctx.args.profile and system.key == "pgjobs" and n:
+        # after drain_w1_finished: planner statistics of a table of finished jobs
+        import profile_summary
 
+        try:
+            s = drain(ctx, system, max(n, ctx.cfg["profile_n"]), 1, profile="drain")
+            path = ctx.tmp / "pgjobs-profile-drain.txt"
             summary = profile_summary.summarize(str(path), top=30)
-            (ctx.tmp / "pgjobs-profile-summary.txt").write_text(profile_summary.render(summary) + "\n")
-            result["profile"] = {"file": str(path), "drain": s, "summary": summary}
-            log(f"  profile: {path} (summary: {ctx.tmp / 'pgjobs-profile-summary.txt'})")
+            out = ctx.tmp / "pgjobs-profile-drain-summary.txt"
+            out.write_text(profile_summary.render(summary) + "\n")
+            result["profiles"] = [{"tag": "drain", "file": str(path), "drain": s, "summary": summary}]
+            log(f"  profile: {s['rate']:,.0f} jobs/s under py-spy; summary in {out}")
         except Exception as exc:  # noqa: BLE001
             result["errors"].append(f"profile: {exc}")
 
@@ -540,7 +550,7 @@ def main(argv: list[str]) -> int:
             keys.append(k)
     from systems import ALL_METRICS
     ctx.metrics = (set(args.metrics.split(",")) if args.metrics
-                   else set(ALL_METRICS) | {"enqueue_single_plain", "drain_w1_analyzed"})
+                   else set(ALL_METRICS) | {"enqueue_single_plain"})
 
     def on_signal(signum, frame):
         log(f"signal {signum}: stopping every child process")

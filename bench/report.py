@@ -54,7 +54,12 @@ def cell(m, f=fmt_rate, spread=True) -> str:
 def ratio(a, b) -> str:
     if a is None or b is None or b[0] == 0:
         return "—"
-    return f"{a[0] / b[0]:.2f}×"
+    r = a[0] / b[0]
+    if r >= 100:
+        return f"{r:,.0f}×"
+    if r >= 0.1:
+        return f"{r:.2f}×"
+    return f"{r:.2g}×"
 
 
 def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
@@ -155,17 +160,21 @@ def render_md(res: dict) -> str:
     L.append("")
 
     # --- statistics robustness
-    rows = [k for k in systems if metric(res, k, "drain_w1_analyzed")]
+    rows = [k for k in systems if metric(res, k, "drain_w1_nostats") or metric(res, k, "drain_w1_burststats")]
     if rows:
-        L.append("### Drain after an unlucky ANALYZE\n")
-        L.append("drain_w1 again, but with planner statistics gathered while the table held only the "
-                 "pending burst (what autovacuum's ANALYZE can catch right after a big enqueue). "
-                 "The main table keeps the statistics of the table's normal state.\n")
-        L.append("| system | drain, 1 worker | same after ANALYZE of pending-only table | ratio |")
-        L.append("|---|---|---|---|")
+        L.append("### Planner statistics\n")
+        L.append("The drains above plan with the statistics of a table of finished jobs (ANALYZE "
+                 "after a first drain; the steady state autovacuum leaves — this server runs with "
+                 "autovacuum off, so the bench VACUUMs and ANALYZEs itself). The same 1-worker drain "
+                 "in two other states (1 repetition): a fresh table that was never analyzed, and "
+                 "statistics gathered while the table held only the pending burst (what autovacuum "
+                 "may catch right after a big enqueue).\n")
+        L.append("| system | drain, 1 worker | no statistics | ratio | burst statistics | ratio |")
+        L.append("|---|---|---|---|---|---|")
         for k in rows:
-            a, b = metric(res, k, "drain_w1_analyzed"), metric(res, k, "drain_w1")
-            L.append(f"| {label[k]} | {cell(b)} | {cell(a)} | {ratio(a, b)} |")
+            b = metric(res, k, "drain_w1")
+            a1, a2 = metric(res, k, "drain_w1_nostats"), metric(res, k, "drain_w1_burststats")
+            L.append(f"| {label[k]} | {cell(b)} | {cell(a1)} | {ratio(a1, b)} | {cell(a2)} | {ratio(a2, b)} |")
         L.append("")
 
     # --- ratios
@@ -231,20 +240,24 @@ def render_md(res: dict) -> str:
         if extra:
             L.append("  - " + "; ".join(extra))
     L.append("")
-    prof = res["systems"].get(PGJOBS, {}).get("profile")
-    if prof and prof.get("summary"):
-        summ = prof["summary"]
+    profs = res["systems"].get(PGJOBS, {}).get("profiles") or []
+    if profs:
         L.append("## Where a django-pgjobs worker spends its time (py-spy)\n")
-        L.append(f"`py-spy record --threads --idle` of one `runjobs --burst` draining "
-                 f"{prof['drain']['n']:,} jobs at {fmt_rate(prof['drain']['rate'])} jobs/s under the "
-                 f"profiler; share of each thread's samples (waiting included).\n")
-        for name, g in summ["groups"].items():
-            L.append(f"- **{name}** ({g['share']:.0%} of samples):")
-            shown = [(fn, sh) for fn, sh in g["inclusive"]
-                     if ("django_pgjobs" in fn or "psycopg" in fn or "logging" in fn) and sh >= 0.02][:10]
-            for fn, sh in shown:
-                L.append(f"  - {sh:.0%} in `{fn}`")
-        L.append("")
+        L.append("`py-spy record --threads --idle --nonblocking` on one `runjobs --burst` worker; "
+                 "share of each thread's samples, waiting included. Profiling slows the worker.\n")
+        for prof in profs:
+            summ = prof["summary"]
+            L.append(f"{prof['drain']['n']:,} jobs at {fmt_rate(prof['drain']['rate'])} jobs/s under the "
+                     "profiler (steady-state statistics):\n")
+            for name, g in summ["groups"].items():
+                if g["share"] < 0.03:
+                    continue  # start-up samples of threads not yet named
+                L.append(f"- {name} ({g['share']:.0%} of samples)")
+                shown = [(fn, sh) for fn, sh in g["inclusive"]
+                         if ("django_pgjobs" in fn or "psycopg" in fn or "logging" in fn) and sh >= 0.02][:10]
+                for fn, sh in shown:
+                    L.append(f"  - {sh:.0%} in `{fn}`")
+            L.append("")
     L.append("## Method\n")
     L.append(
         "- Every system has its own database (`bench_<system>`) and environment "
@@ -252,7 +265,7 @@ def render_md(res: dict) -> str:
         "- Handlers are no-ops that first write their start time (CLOCK_MONOTONIC) into a "
         "shared-memory probe (`bench/drivers/probe.py`); the orchestrator reads it without "
         "touching the database.\n"
-        "- **Drain**: N pending jobs are inserted (untimed) and the tables VACUUM ANALYZEd, "
+        "- **Drain**: N pending jobs are inserted (untimed) and the tables VACUUMed, "
         "then 1 or 2 worker processes start. Time runs from the first handler start to the "
         "first moment the database shows no pending or running job (polled every 1 ms once "
         "every handler has run), so worker start-up is excluded and batched/buffered "

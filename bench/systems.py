@@ -20,7 +20,8 @@ BENCH = envs.BENCH_DIR
 DRIVERS = BENCH / "drivers"
 
 ALL_METRICS = (
-    "enqueue_single", "enqueue_bulk", "drain_w1", "drain_w2", "pickup", "drain_w1_finished",
+    "enqueue_single", "enqueue_bulk", "drain_w1_nostats", "drain_w1", "drain_w2",
+    "drain_w1_burststats", "pickup", "drain_w1_finished",
 )
 
 
@@ -89,7 +90,7 @@ class RawLimit(System):
     remaining_sql = "SELECT count(*) FROM raw_jobs WHERE status IN ('pending', 'running')"
     batch = 100
     mode = "limit"
-    metrics = ALL_METRICS + ("enqueue_single_plain", "drain_w1_analyzed")
+    metrics = ALL_METRICS + ("enqueue_single_plain",)
 
     def schema_cmds(self):
         return [([self.python, str(DRIVERS / "raw.py"), "schema"], None)]
@@ -121,7 +122,8 @@ class RawPerJob(RawLimit):
     key = "raw_perjob"
     label = "raw psycopg (per-job finalize)"
     mode = "perjob"
-    metrics = ("drain_w1", "drain_w2", "pickup", "drain_w1_finished")
+    metrics = ("drain_w1_nostats", "drain_w1", "drain_w2", "drain_w1_burststats", "pickup",
+               "drain_w1_finished")
 
     def settings_note(self):
         return "claim batch 100 like raw_limit, then one UPDATE (one transaction) per finished job"
@@ -138,7 +140,6 @@ class PgJobs(System):
     vacuum = ["pgjobs_job"]
     remaining_sql = "SELECT count(*) FROM pgjobs_job WHERE status IN ('PENDING', 'RUNNING')"
     project = BENCH / "pgjobs_bench"
-    metrics = ALL_METRICS + ("drain_w1_analyzed",)
 
     def build(self):
         src = Path(os.environ.get("BENCH_PROJECT_DIR", envs.REPO_DIR))
@@ -222,7 +223,8 @@ class TasksDB(System):
     key = "tasksdb"
     label = "django-tasks-db"
     venv = "tasksdb"
-    metrics = ("enqueue_single", "drain_w1", "drain_w2", "pickup", "drain_w1_finished")
+    metrics = ("enqueue_single", "drain_w1_nostats", "drain_w1", "drain_w2",
+               "drain_w1_burststats", "pickup", "drain_w1_finished")
     truncate = ["django_tasks_database_dbtaskresult"]
     vacuum = ["django_tasks_database_dbtaskresult"]
     remaining_sql = ("SELECT count(*) FROM django_tasks_database_dbtaskresult "
