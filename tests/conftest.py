@@ -95,3 +95,16 @@ def start_worker() -> Iterator[Callable[..., WorkerProcess]]:
     yield start
     for w in started:
         w.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_session_left_on_the_test_database(django_db_setup, django_db_blocker):
+    """Threads that outlive their test (a live server, an abandoned handler thread) may keep a
+    connection to the test database, and PostgreSQL refuses to drop a database in use: end
+    them before pytest-django drops it."""
+    yield
+    with django_db_blocker.unblock(), connection.cursor() as cur:
+        cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
