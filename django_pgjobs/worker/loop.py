@@ -5,14 +5,17 @@ reap, release). ``concurrency`` daemon threads run handlers, each with its own D
 connection for the handler's queries. A listener thread turns NOTIFY into a wakeup.
 
     run()
-      start()                      signals, listener, worker row
+      start()                      signals, threads, listener, health server
       while running:
-        step()                     = run_once()
-          finalize_finished()      one UPDATE for every run that ended since the last step
-          maintain()               heartbeat / timeouts / reaper, scheduler / pruner, when due
-          claim_and_dispatch()     one UPDATE … SKIP LOCKED for as many jobs as free threads
-        wait()                     NOTIFY, a finished run, or the poll interval
-      shutdown()                   release unstarted jobs, drain running ones, release the rest
+        run_once()
+          maintain()               when due: queue controls, heartbeat + timeouts, reaper,
+                                   dashboard rollup, cron scheduler, pruner
+          finalize_and_claim()     ONE round trip: record the runs that ended, claim as many
+                                   jobs as that frees (capped queues first, on their own)
+        _wait()                    NOTIFY, enough finished runs (2 ms batching window), the
+                                   poll interval, or the database backoff
+      shutdown()                   release unstarted jobs, drain running ones (heartbeating),
+                                   release what is left, remove the worker row
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ BATCH_WINDOW = 0.002  # seconds a finished run may wait for others to share its 
 @dataclass
 class WorkerOptions:
     queues: list[str] | None = None  # None: every queue
-    concurrency: int = 4
+    concurrency: int = 10
     batch_size: int = 50
     burst: bool = False
     max_jobs: int | None = None
