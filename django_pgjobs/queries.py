@@ -306,7 +306,17 @@ def claim(
     """
     if limit <= 0 or not types:
         return []
-    params = {
+    params = _claim_params(worker_id, types, queues, limit, lease_seconds, after_tenant)
+    with _cursor(using) as cur:
+        cur.execute(_CLAIM_FAIR if fair else _CLAIM, params)
+        return _rows(cur)
+
+
+def _claim_params(
+    worker_id: str, types: Sequence[str], queues: Sequence[str] | None, limit: int,
+    lease_seconds: float, after_tenant: str | None,
+) -> dict[str, Any]:
+    return {
         "types": list(types),
         "all_queues": queues is None,
         "queues": list(queues or []),
@@ -315,9 +325,6 @@ def claim(
         "lease": lease_seconds,
         "after": after_tenant or "",
     }
-    with _cursor(using) as cur:
-        cur.execute(_CLAIM_FAIR if fair else _CLAIM, params)
-        return _rows(cur)
 
 
 def claim_limited(
@@ -450,16 +457,8 @@ def finalize_and_claim(
                             using=using)
     if limit <= 0 or not types:
         return finalize(completions, using=using), []
-    params = {
-        "completions": _completions_json(completions),
-        "types": list(types),
-        "all_queues": queues is None,
-        "queues": list(queues or []),
-        "limit": limit,
-        "worker": worker_id,
-        "lease": lease_seconds,
-        "after": after_tenant or "",
-    }
+    params = _claim_params(worker_id, types, queues, limit, lease_seconds, after_tenant)
+    params["completions"] = _completions_json(completions)
     with _cursor(using) as cur:
         cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
         written = {r[0] for r in cur.fetchall()}
