@@ -457,7 +457,7 @@ class Worker:
             if item.deadline is not None:
                 item.deadline = item.started_at + (item.spec.effective_timeout() or 0)
         job = item.job
-        logger.info(
+        logger.debug(  # DEBUG: at INFO the one line per job is its outcome (halves log volume)
             "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
             job.queue, job.attempts, job.max_attempts, job.trace_id,
             extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
