@@ -32,6 +32,7 @@ def test_no_missing_migrations():
         pytest.fail("models changed without a migration: run manage.py makemigrations\n" + out.getvalue())
 
 
+@pytest.mark.django_db(transaction=True)  # committed rows, as ANALYZE sees them in production
 @pytest.mark.parametrize("fair", [False, True])
 def test_claim_uses_the_partial_index(fair):
     """The real claim statement walks a partial index and stops after LIMIT rows: it neither
