@@ -40,7 +40,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "drivers"))
 import probe  # noqa: E402
-from benchlib import envs, procs  # noqa: E402
+from benchlib import envs, foreign, procs  # noqa: E402
 from systems import ALIASES, SYSTEMS, System  # noqa: E402
 
 BENCH = envs.BENCH_DIR
@@ -177,6 +177,29 @@ def wait_quiet(max_s: float, threshold: float = 0.15) -> float:
     return busy
 
 
+def measured(ctx: Ctx, what: str, fn, retry: bool = True) -> dict:
+    """Run one sample; repeat it (bounded) when other work used the CPUs meanwhile.
+
+    The foreign CPU (benchlib/foreign.py: everything but the bench's own processes and the
+    PostgreSQL backends of bench_* databases) is stored with the sample; samples thrown
+    away are kept in the JSON under "discarded".
+    """
+    discarded = []
+    for attempt in range(ctx.args.retries + 1):
+        meter = foreign.Meter()
+        sample = fn()
+        load = meter.stop()
+        sample["foreign_cpu_cores"] = round(load, 3)
+        if load <= ctx.args.foreign_limit or attempt == ctx.args.retries or not retry:
+            if discarded:
+                sample["discarded"] = discarded
+            return sample
+        discarded.append({k: v for k, v in sample.items() if not isinstance(v, list)})
+        log(f"    {what}: other work used {load:.2f} cores meanwhile; measuring again")
+        wait_quiet(max(ctx.args.wait_quiet, 30))
+    return sample
+
+
 # --- phases -----------------------------------------------------------------------------------
 
 
@@ -308,7 +331,7 @@ def pickup(ctx: Ctx, system: System) -> list[dict]:
                    name=f"{system.key}-listen")
     samples = []
     try:
-        for _ in range(ctx.cfg["reps"]):
+        def one() -> dict:
             res = client(ctx, system, "pickup", ctx.cfg["pickup_samples"], ctx.cfg["pickup_budget_s"],
                          *system.pickup_gap, timeout=ctx.cfg["pickup_budget_s"] + 120,
                          extra_env={"BENCH_PROBE_FILE": probe_path})
@@ -317,11 +340,14 @@ def pickup(ctx: Ctx, system: System) -> list[dict]:
             lat = sorted(res["latencies_ms"])
             if not lat:
                 raise RuntimeError(f"no pickup sample ({res.get('timeouts')} timeouts)")
-            samples.append({
+            return {
                 "n": len(lat), "timeouts": res.get("timeouts", 0),
                 "p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99),
                 "mean": statistics.fmean(lat), "max": lat[-1], "latencies_ms": lat,
-            })
+            }
+
+        for _ in range(ctx.cfg["reps"]):
+            samples.append(measured(ctx, f"{system.key} pickup", one))
     finally:
         w.stop()
         try:
@@ -385,11 +411,10 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
                 traceback.print_exc()
 
     def enqueue(cmd: str, n: int):
-        out = []
-        for _ in range(reps):
+        def one():
             reset(system)
-            out.append(client(ctx, system, cmd, n))
-        return out
+            return client(ctx, system, cmd, n)
+        return [measured(ctx, f"{system.key} {cmd}", one) for _ in range(reps)]
 
     if ctx.args.wait_quiet:
         result["busy_before"] = wait_quiet(ctx.args.wait_quiet)
@@ -398,6 +423,9 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     if result["busy_before"] > 0.15:
         log(f"warning: the machine was {result['busy_before']:.0%} busy before {system.label}; "
             "expect noisy numbers")
+    # what is measured: taken after the wait (an editable install follows the work tree)
+    result["settings"] = system.settings_note()
+    result["versions"] = system.versions()
     log(f"{system.label}: schema")
     setup_schema(ctx, system)
     record("enqueue_single", lambda: enqueue("enqueue_single", cfg["enqueue_single_n"]))
@@ -408,14 +436,21 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     result["drain_n"] = n
     reps2 = ctx.args.reps or 1  # secondary numbers: one repetition unless --reps asks for more
     # The database is fresh: no planner statistics yet.
-    record("drain_w1_nostats", lambda: [drain(ctx, system, n, 1) for _ in range(reps2)])
+    def drains(what: str, count: int, **kw):
+        return [measured(ctx, f"{system.key} {what}", lambda: drain(ctx, system, n, **kw))
+                for _ in range(count)]
+
+    # (drain_w1_nostats is measured once whatever happens: a repeat would have statistics)
+    record("drain_w1_nostats", lambda: [
+        measured(ctx, f"{system.key} drain_w1_nostats", lambda: drain(ctx, system, n, 1), retry=False)
+        for _ in range(reps2)])
     if n:
         # The table now holds finished jobs only: their statistics (kept across TRUNCATE) are
         # the steady state every following empty-table drain plans with.
         vacuum(system, analyze=True)
-    record("drain_w1", lambda: [drain(ctx, system, n, 1) for _ in range(reps)])
-    record("drain_w2", lambda: [drain(ctx, system, n, 2) for _ in range(reps)])
-    record("drain_w1_burststats", lambda: [drain(ctx, system, n, 1, analyze=True) for _ in range(reps2)])
+    record("drain_w1", lambda: drains("drain_w1", reps, workers=1))
+    record("drain_w2", lambda: drains("drain_w2", reps, workers=2))
+    record("drain_w1_burststats", lambda: drains("drain_w1_burststats", reps2, workers=1, analyze=True))
     record("pickup", lambda: pickup(ctx, system))
 
     def finished():
@@ -426,7 +461,8 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
         result["finished_rows_setup_s"] = time.monotonic() - t0
         out = []
         for _ in range(reps):
-            s = drain(ctx, system, n, 1, keep_rows=True)
+            s = measured(ctx, f"{system.key} drain_w1_finished",
+                         lambda: drain(ctx, system, n, 1, keep_rows=True))
             s["finished_rows"] = cfg["finished_rows"]
             out.append(s)
         return out
@@ -524,6 +560,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--budget", type=float, help="stop starting new measurements after this many seconds")
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
                     help="before each system, wait up to this long for other CPU load to stop")
+    ap.add_argument("--foreign-limit", type=float, default=0.2, metavar="CORES",
+                    help="repeat a sample when other processes used more CPU than this meanwhile")
+    ap.add_argument("--retries", type=int, default=2,
+                    help="how often a sample taken under foreign load is repeated (default 2)")
     ap.add_argument("--out", default=str(RESULTS), help="directory for latest.json/md/png")
     ap.add_argument("--report-only", action="store_true", help="re-render latest.md/png from latest.json")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -592,8 +632,6 @@ def main(argv: list[str]) -> int:
         results["systems"][s.key] = r
         if s.skip_reason:
             continue
-        r["settings"] = s.settings_note()
-        r["versions"] = s.versions()
         t0 = time.monotonic()
         try:
             run_system(ctx, s, r)
@@ -610,6 +648,8 @@ def main(argv: list[str]) -> int:
                 except psycopg.Error as exc:
                     log(f"could not drop {s.db}: {exc}")
         r["elapsed_s"] = time.monotonic() - t0
+        if r.get("versions") and s.versions() != r["versions"]:
+            r["errors"].append(f"the code changed while it was measured: {r['versions']} -> {s.versions()}")
     results["run_s"] = time.monotonic() - t_run
     results["machine"]["loadavg_at_end"] = os.getloadavg()
     out_dir.mkdir(parents=True, exist_ok=True)

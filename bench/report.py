@@ -225,9 +225,15 @@ def render_md(res: dict) -> str:
         else:
             line += f": {s.get('settings', '')}"
         L.append(line)
-        if s.get("busy_before", 0) > 0.15:
-            L.append(f"  - note: the machine was {s['busy_before']:.0%} busy with other work before "
-                     "this system ran: its numbers are noisier")
+        samples = [x for m in s.get("metrics", {}).values() for x in m.get("samples", [])]
+        repeated = sum(len(x.get("discarded", [])) for x in samples)
+        loaded = [x for x in samples if x.get("foreign_cpu_cores", 0) > 0.2]
+        if repeated:
+            L.append(f"  - {repeated} sample(s) taken while other work used the CPUs were thrown away "
+                     "and measured again")
+        if loaded:
+            L.append(f"  - warning: {len(loaded)} sample(s) kept despite other work using up to "
+                     f"{max(x['foreign_cpu_cores'] for x in loaded):.2f} cores meanwhile: noisier")
         for e in s.get("errors", []):
             L.append(f"  - error: `{e.splitlines()[0][:300]}`")
         extra = []
@@ -265,7 +271,8 @@ def render_md(res: dict) -> str:
         "- Handlers are no-ops that first write their start time (CLOCK_MONOTONIC) into a "
         "shared-memory probe (`bench/drivers/probe.py`); the orchestrator reads it without "
         "touching the database.\n"
-        "- **Drain**: N pending jobs are inserted (untimed) and the tables VACUUMed, "
+        "- **Drain**: N pending jobs are inserted through the system's bulk API (untimed) after "
+        "a CHECKPOINT, and the tables VACUUMed (planner statistics: see above), "
         "then 1 or 2 worker processes start. Time runs from the first handler start to the "
         "first moment the database shows no pending or running job (polled every 1 ms once "
         "every handler has run), so worker start-up is excluded and batched/buffered "
@@ -275,11 +282,17 @@ def render_md(res: dict) -> str:
         "jobs (raw: COPY).\n"
         "- **Pickup**: one idle worker in its normal (listening/polling) mode; the producer "
         "enqueues one job, reads the clock right after the commit returns, and waits for the "
-        "handler's probe entry for that job; 20–50 ms random gap between jobs.\n"
+        "handler's probe entry for that job; 20–50 ms random gap between jobs (django-tasks-db, "
+        "which polls every second: 20–1,020 ms, so that arrivals are uniform over its poll "
+        "interval).\n"
         "- **Finished rows**: rows in each system's terminal state are inserted with SQL "
         "(PgQueuer keeps finished jobs only in `pgqueuer_log`, so those are log rows), then "
         "VACUUM ANALYZE, then the same 1-worker drain.\n"
         "- **RSS**: peak (VmHWM / wait4 ru_maxrss) of the largest worker process during the drains.\n"
+        "- **Other work on the machine**: while each sample runs, the CPU time of every process "
+        "that is not the bench's (nor a PostgreSQL backend of a `bench_*` database) is added up; "
+        "a sample during which it exceeded 0.2 cores is measured again (up to twice), after "
+        "waiting for a quiet machine.\n"
     )
     return "\n".join(L)
 

@@ -149,8 +149,20 @@ class PgJobs(System):
         super().build()
 
     def versions(self):
+        import subprocess
+
         v = envs.venv_versions(self.venv, ["django-pgjobs", "Django", "psycopg", "psycopg-binary"])
-        v["git"] = self.ctx.git_head
+        src = Path(os.environ.get("BENCH_PROJECT_DIR", envs.REPO_DIR))
+        try:
+            head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                                  capture_output=True, text=True, timeout=10).stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--",
+                                    "django_pgjobs", "pyproject.toml"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            if head:
+                v["git"] = head + (" + uncommitted changes" if dirty else "")
+        except (OSError, subprocess.SubprocessError):
+            pass
         return v
 
     def schema_cmds(self):
@@ -175,8 +187,21 @@ class PgJobs(System):
         )
 
     def settings_note(self):
-        extra = " ".join(self.ctx.pgjobs_args) or "package defaults (PGJOBS settings)"
-        return f"runjobs --queues default {extra}; enqueue() in autocommit; enqueue_many()"
+        import subprocess
+
+        defaults = ""
+        try:
+            out = subprocess.run(
+                [self.python, "-c", "from django_pgjobs.conf import DEFAULTS as D; "
+                 "print(D.get('CONCURRENCY'), D.get('BATCH_SIZE'), D.get('POLL_INTERVAL'))"],
+                capture_output=True, text=True, timeout=30).stdout.split()
+            defaults = f" (package defaults: concurrency {out[0]}, batch size {out[1]}, " \
+                       f"poll interval {out[2]} s, verbosity 1)"
+        except (OSError, subprocess.SubprocessError, IndexError):
+            pass
+        extra = " ".join(self.ctx.pgjobs_args)
+        return (f"manage.py runjobs --queues default{(' ' + extra) if extra else ''} [--burst]"
+                f"{'' if extra else defaults}; enqueue() in autocommit; enqueue_many()")
 
 
 # --- peers ------------------------------------------------------------------------------------

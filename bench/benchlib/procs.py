@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from . import foreign
+
 _ALL: list[Proc] = []
 
 
@@ -58,6 +60,7 @@ class Proc:
             stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.pid = self.p.pid
+        foreign.our_sessions.add(self.pid)
         self.rc: int | None = None
         self.exited_ns: int | None = None
         self.maxrss_kb = 0  # largest single process of the tree
@@ -154,6 +157,7 @@ def run_json(argv: list[str], *, env: dict, cwd: str | None = None, timeout: flo
         log.flush()
         p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        foreign.our_sessions.add(p.pid)
         try:
             out, _ = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
