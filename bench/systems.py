@@ -159,8 +159,12 @@ class PgJobs(System):
             dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--",
                                     "django_pgjobs", "pyproject.toml"],
                                    capture_output=True, text=True, timeout=10).stdout.strip()
+            pkg = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h", "--",
+                                  "django_pgjobs", "pyproject.toml"],
+                                 capture_output=True, text=True, timeout=10).stdout.strip()
             if head:
-                v["git"] = head + (" + uncommitted changes" if dirty else "")
+                v["git"] = (head + (f" (django_pgjobs last changed in {pkg})" if pkg and pkg != head else "")
+                            + (" + uncommitted changes" if dirty else ""))
         except (OSError, subprocess.SubprocessError):
             pass
         return v
