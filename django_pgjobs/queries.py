@@ -430,6 +430,12 @@ def finalize(completions: Sequence[Completion], using: str | None = None) -> set
         return {r[0] for r in cur.fetchall()}
 
 
+def _server_side_binding(using: str | None) -> bool:
+    """DATABASES[...]["OPTIONS"]["server_side_binding"]: Django's psycopg option."""
+    options = connections[using or conf.get("DATABASE")].settings_dict.get("OPTIONS") or {}
+    return bool(options.get("server_side_binding"))
+
+
 def _completions_json(completions: Sequence[Completion]) -> str:
     return json.dumps([c.as_record() for c in completions], separators=(",", ":"))
 
@@ -457,6 +463,12 @@ def finalize_and_claim(
                             using=using)
     if limit <= 0 or not types:
         return finalize(completions, using=using), []
+    if _server_side_binding(using):
+        # Server-side binding prepares each statement, and a prepared statement holds one
+        # command: two round trips then.
+        return finalize(completions, using=using), claim(
+            worker_id=worker_id, types=types, queues=queues, limit=limit,
+            lease_seconds=lease_seconds, fair=fair, after_tenant=after_tenant, using=using)
     params = _claim_params(worker_id, types, queues, limit, lease_seconds, after_tenant)
     params["completions"] = _completions_json(completions)
     with _cursor(using) as cur:

@@ -15,6 +15,13 @@ DATABASES = {"default": env.db("DATABASE_URL")}
 if os.environ.get("PGJOBS_TEST_DB_NAME"):
     DATABASES["default"]["NAME"] = os.environ["PGJOBS_TEST_DB_NAME"]
 DATABASES["default"].setdefault("TEST", {})
+# The same database through Django's server-side binding (prepared statements), for the tests
+# that check the worker's SQL works there too.
+DATABASES["server_binding"] = {
+    **DATABASES["default"],
+    "OPTIONS": {**DATABASES["default"].get("OPTIONS", {}), "server_side_binding": True},
+    "TEST": {"MIRROR": "default"},
+}
 
 SECRET_KEY = "tests-only"  # noqa: S105
 USE_TZ = True

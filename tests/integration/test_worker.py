@@ -228,3 +228,21 @@ def test_priority_is_honoured_by_a_single_thread():
     finally:
         registry.unregister("test.order")
     assert order == [2, 4, 1, 3]
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "server_binding"])
+def test_worker_runs_on_a_server_side_binding_connection():
+    """DATABASES OPTIONS server_side_binding=True (prepared statements) runs every job too."""
+    ok = enqueue("test.echo", {"n": 1}, using="server_binding")
+    flaky = enqueue("test.behave", {"do": "flaky", "fail_times": 1}, using="server_binding")
+    ids = enqueue_many("test.noop", [{}] * 30, using="server_binding")
+
+    def settled():
+        run(using="server_binding", concurrency=4)
+        return not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists()
+
+    eventually(settled, timeout=20, message="drained through server-side binding")
+    assert Job.objects.get(pk=ok.id).result == {"echo": {"n": 1}}
+    assert (Job.objects.get(pk=flaky.id).status, Job.objects.get(pk=flaky.id).attempts) == (
+        JobStatus.COMPLETED, 2)
+    assert Job.objects.filter(id__in=ids, status=JobStatus.COMPLETED).count() == 30
