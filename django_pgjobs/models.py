@@ -11,8 +11,6 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from .status import ACTIVE_STATUSES, JobStatus
-
-PROBLEM_STATUSES = (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.CANCELLED)
 from .tables import (
     DEPTH_SAMPLE_TABLE,
     JOB_TABLE,
@@ -24,6 +22,7 @@ from .tables import (
 )
 from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_PATTERN
 
+PROBLEM_STATUSES = (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.CANCELLED)
 
 
 class Job(models.Model):

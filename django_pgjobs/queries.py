@@ -28,8 +28,8 @@ from uuid import UUID
 from django.db import connections, transaction
 
 from . import conf
-from .tables import JOB_TABLE, QUEUE_TABLE, WORKER_TABLE
 from .status import JobStatus
+from .tables import JOB_TABLE, QUEUE_TABLE, WORKER_TABLE
 
 T = JOB_TABLE
 
@@ -151,7 +151,7 @@ def insert_many(
 # estimate, so it walks the claim index and stops after LIMIT rows. `<> ALL(ARRAY(SELECT …))`
 # made it estimate one row and pick a sequential scan plus a sort of every pending job (10x
 # slower at 20,000 pending); tests/integration/test_guards.py checks the plan.
-_CLAIMED = """
+_CLAIMED = f"""
 UPDATE {T} j
 SET status = 'RUNNING',
     attempts = j.attempts + 1,
@@ -165,7 +165,7 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
           j.trace_id, j.tenant_id, j.lease_token, j.created_at, j.cancel_requested
-""".format(T=T)
+"""
 
 _CLAIM = f"""
 WITH picked AS MATERIALIZED (
@@ -186,11 +186,11 @@ WITH picked AS MATERIALIZED (
 # so that every tenant gets its turn), takes the head of each tenant's line, then orders
 # by rank within the tenant: first job of every tenant, then the second, ... Jobs without a
 # tenant form one more line. Still one statement, still SKIP LOCKED.
-_FAIR_FILTER = """status = 'PENDING' AND run_after <= now()
+_FAIR_FILTER = f"""status = 'PENDING' AND run_after <= now()
       AND type = ANY(%(types)s::text[])
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
-      AND queue NOT IN (SELECT name FROM {Q} WHERE paused OR concurrency_limit IS NOT NULL)
-""".format(Q=QUEUE_TABLE)
+      AND queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused OR concurrency_limit IS NOT NULL)
+"""
 
 _CLAIM_FAIR = f"""
 WITH RECURSIVE tenants AS (

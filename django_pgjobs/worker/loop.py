@@ -35,8 +35,16 @@ from typing import Any
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.signals import connection_created
 
-from .. import conf, queries, registry, retention, scheduler, signals
-from .. import health, rollup  # observability: /livez /readyz /metrics, rollups
+from .. import (  # observability: /livez /readyz /metrics, rollups
+    conf,
+    health,
+    queries,
+    registry,
+    retention,
+    rollup,
+    scheduler,
+    signals,
+)
 from ..context import JobContext
 from ..exceptions import JobTimeout
 from ..queries import ClaimedRow, Completion
@@ -50,6 +58,7 @@ logger = logging.getLogger("django_pgjobs.worker")
 QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "released", "abandoned"
 CONTROLS_REFRESH = 2.0  # seconds between reads of pgjobs_queue's concurrency limits
 BATCH_WINDOW = 0.002  # seconds a finished run may wait for others to share its round trip
+_JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
 
 
 @dataclass
@@ -593,20 +602,19 @@ class Worker:
             return
         args = (job.type, job.id, job.queue, job.attempts, job.max_attempts, c.duration_ms,
                 job.trace_id)
-        fmt = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
         if c.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
             action = "job.completed" if c.status == JobStatus.COMPLETED else "job.completed_with_errors"
-            logger.info(action + " " + fmt, *args, extra={**extra, "action": action})
+            logger.info("%s " + _JOB_FMT, action, *args, extra={**extra, "action": action})
         elif c.status == JobStatus.PENDING:
             when = f"at {c.run_at.isoformat()}" if c.run_at else f"in {c.delay or 0:.1f}s"
             logger.warning(
-                "job.retry_scheduled " + fmt + " retry %s: %s", *args, when, _summary(c.error),
-                extra={**extra, "action": "job.retry_scheduled"},
+                "job.retry_scheduled " + _JOB_FMT + " retry %s: %s",  # noqa: G003 - constants
+                *args, when, _summary(c.error), extra={**extra, "action": "job.retry_scheduled"},
             )
         else:
             logger.error(
-                "job.failed " + fmt + ": %s", *args, _summary(c.error),
-                extra={**extra, "action": "job.failed"},
+                "job.failed " + _JOB_FMT + ": %s",  # noqa: G003 - constants
+                *args, _summary(c.error), extra={**extra, "action": "job.failed"},
             )
 
     # --- waiting, errors, bookkeeping -----------------------------------------------------------
