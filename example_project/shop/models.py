@@ -5,6 +5,7 @@ class Order(models.Model):
     customer = models.CharField(max_length=100)
     total_cents = models.IntegerField()
     receipt_sent = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -116,9 +116,9 @@ class Command(BaseCommand):
         say(f"   @task order_summary: {result.status}, return value {result.return_value!r}")
         ok = ok and result.status == "SUCCESSFUL"
         order = Order.objects.get()
-        say(f"   order: receipt_sent={order.receipt_sent}, customer={order.customer!r}; "
+        say(f"   order: receipt_sent={order.receipt_sent}, archived={order.archived}; "
             f"{ImportedRow.objects.count()} rows imported")
-        ok = ok and bulk_done == len(ids["bulk"]) and order.receipt_sent
+        ok = ok and bulk_done == len(ids["bulk"]) and order.receipt_sent and order.archived
         say("   dead-letter queue: Job.objects.filter(status='FAILED') -> "
             f"{list(Job.objects.filter(type__in=DEMO_TYPES, status='FAILED').values_list('id', flat=True))}")
         if not ok:
