@@ -698,6 +698,25 @@ def delete_worker(worker_id: str, using: str | None = None) -> None:
         cur.execute(f"DELETE FROM {WORKER_TABLE} WHERE worker_id = %s", [worker_id])
 
 
+def analyze_if_never_analyzed(table: str = T, using: str | None = None) -> bool:
+    """ANALYZE a table PostgreSQL has no statistics for yet (reltuples = -1).
+
+    Right after ``migrate``, before autovacuum's first pass, the planner has no statistics and
+    plans the claim as a bitmap scan plus a sort of every pending job (~17 ms per claim at
+    20,000 pending instead of ~0.6 ms). Workers call this once at start; it costs nothing once
+    the table has statistics. Returns True when it ran ANALYZE.
+    """
+    if not table.replace("_", "").isalnum() or not table.isascii():
+        raise ValueError(f"not a plain table name: {table!r}")
+    with _cursor(using) as cur:
+        cur.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
+        row = cur.fetchone()
+        if row is None or row[0] >= 0:
+            return False
+        cur.execute(f'ANALYZE "{table}"')  # a constant name; a non-owner gets a WARNING, no error
+    return True
+
+
 def unknown_due_types(known: Sequence[str], using: str | None = None) -> list[tuple[str, int]]:
     """Due PENDING jobs whose type no handler here knows (they are left pending, never run)."""
     with _cursor(using) as cur:

@@ -216,6 +216,7 @@ class Worker:
             )
             self._listener.start()
         self._next_reap = time.monotonic()  # reap once at start: rescue what a crash left
+        self._with_db_retry(lambda: queries.analyze_if_never_analyzed(using=self.using), 1)
         self._start_observability()
         logger.info(
             "worker %s started: queues=%s concurrency=%s batch=%s types=%s", self.worker_id,

@@ -58,3 +58,20 @@ def test_claim_uses_the_partial_index(fair):
 def test_the_id_is_generated_always():
     assert sql_one("SELECT identity_generation FROM information_schema.columns "
                    "WHERE table_name='pgjobs_job' AND column_name='id'") == "ALWAYS"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_table_without_statistics_is_analyzed_once():
+    """Workers ANALYZE the jobs table at start if PostgreSQL never did (fresh deployment)."""
+    from django_pgjobs import queries
+
+    sql("CREATE TABLE pgjobs_analyze_probe (id int)")
+    try:
+        sql("INSERT INTO pgjobs_analyze_probe SELECT generate_series(1, 500)")
+        assert sql_one("SELECT reltuples FROM pg_class WHERE relname = 'pgjobs_analyze_probe'") < 0
+        assert queries.analyze_if_never_analyzed("pgjobs_analyze_probe") is True
+        assert sql_one("SELECT reltuples FROM pg_class "
+                       "WHERE relname = 'pgjobs_analyze_probe'") == 500
+        assert queries.analyze_if_never_analyzed("pgjobs_analyze_probe") is False
+    finally:
+        sql("DROP TABLE pgjobs_analyze_probe")
