@@ -152,6 +152,7 @@ class Worker:
         # jobs/s at concurrency 10, 9,700 -> 15,600 at 64 (no-op jobs, this 2-core machine).
         self._refill = max(1, min(o.batch_size, o.concurrency))
         self._next_controls = 0.0
+        self._statistics_checked = False
         self.exit_code = 0
         self.last_step_at = time.monotonic()  # /livez: the loop keeps stepping
         self._rollup = rollup.WorkerRollup()  # the dashboard's counts
@@ -180,6 +181,9 @@ class Worker:
         """One step of the loop; returns how many jobs were claimed. Survives database outages."""
         self.last_step_at = time.monotonic()
         try:
+            if not self._statistics_checked:  # a fresh table gets planner statistics first
+                queries.analyze_if_never_analyzed(using=self.using)
+                self._statistics_checked = True
             self.maintain()
             claimed = self.finalize_and_claim()
             self._db_backoff = 0.0
@@ -216,7 +220,6 @@ class Worker:
             )
             self._listener.start()
         self._next_reap = time.monotonic()  # reap once at start: rescue what a crash left
-        self._with_db_retry(lambda: queries.analyze_if_never_analyzed(using=self.using), 1)
         self._start_observability()
         logger.info(
             "worker %s started: queues=%s concurrency=%s batch=%s types=%s", self.worker_id,
