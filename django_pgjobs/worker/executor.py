@@ -66,12 +66,18 @@ def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, s
     return patch, None
 
 
-def execute(spec: HandlerSpec, job: JobContext, *, using: str | None = None) -> Completion:
-    """Call the handler and decide the job's next state. Catches everything, even SystemExit."""
+def execute(
+    spec: HandlerSpec, job: JobContext, *, using: str | None = None, inline: bool = False
+) -> Completion:
+    """Call the handler and decide the job's next state. Catches everything, even SystemExit.
+
+    ``inline``: the calling thread may be inside its own transaction (testing.run_jobs()),
+    which must survive the job; an executor thread never is.
+    """
     trace_token = current_trace_id.set(job.trace_id)
     job_token = current_job_id.set(job.id)
     started = time.monotonic()
-    callers = _open_transactions()
+    callers = _open_transactions() if inline else None
     try:
         if spec.transactional:
             return _execute_in_transaction(spec, job, started, using or conf.get("DATABASE"))

@@ -480,7 +480,7 @@ class Worker:
                    "trace_id": job.trace_id},
         )
         signals.job_started.send(sender=job.type, job=job)
-        completion = executor.execute(item.spec, job, using=self.using)
+        completion = executor.execute(item.spec, job, using=self.using, inline=self.options.inline)
         with item.lock:
             if item.state == ABANDONED:  # timed out: its slot is given back now
                 with self._inflight_lock:
