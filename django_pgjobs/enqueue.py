@@ -7,10 +7,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from . import conf, queries, registry, signals
-from .exceptions import InvalidJobOption, UnknownJobType
+from .exceptions import InvalidJobConfig, InvalidJobOption, UnknownJobType
 from .status import JobStatus
 from .tracing import current_trace_id
 from .validation import check_max_attempts, check_priority, check_queue, encode_config
@@ -185,19 +186,11 @@ def enqueue_many(
     for i, config in enumerate(configs):
         try:
             encoded.append(_encode(config))
-        except InvalidJobOption:
-            raise
-        except Exception as exc:
-            raise type_error_at(exc, i) from None
+        except InvalidJobConfig as exc:  # name the bad one: configs[i]
+            raise exc.__class__(f"configs[{i}]: {exc}") from None
     if not encoded:
         return []
-    from django.db import transaction
-
     alias = using or conf.get("DATABASE")
     with transaction.atomic(using=alias):
         return queries.insert_many(new, encoded, using=alias)
 
-
-def type_error_at(exc: Exception, index: int) -> Exception:
-    """Re-raise a config error naming the position of the bad config in the batch."""
-    return exc.__class__(f"configs[{index}]: {exc}")

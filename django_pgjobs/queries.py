@@ -28,7 +28,6 @@ from uuid import UUID
 from django.db import connections, transaction
 
 from . import conf
-from .status import JobStatus
 from .tables import JOB_TABLE, QUEUE_TABLE, WORKER_TABLE
 
 T = JOB_TABLE
@@ -456,19 +455,14 @@ def finalize_and_claim(
 
     Two statements sent together (one implicit transaction); each keeps its own fence:
     the finalize writes only runs whose lease we hold, the claim locks with SKIP LOCKED.
+    With nothing to record or nothing to claim, it is the one statement that has work. Under
+    server-side binding (prepared statements hold one command) it takes two round trips.
     """
-    if not completions:
-        return set(), claim(worker_id=worker_id, types=types, queues=queues, limit=limit,
-                            lease_seconds=lease_seconds, fair=fair, after_tenant=after_tenant,
-                            using=using)
-    if limit <= 0 or not types:
-        return finalize(completions, using=using), []
-    if _server_side_binding(using):
-        # Server-side binding prepares each statement, and a prepared statement holds one
-        # command: two round trips then.
-        return finalize(completions, using=using), claim(
-            worker_id=worker_id, types=types, queues=queues, limit=limit,
-            lease_seconds=lease_seconds, fair=fair, after_tenant=after_tenant, using=using)
+    if not completions or limit <= 0 or not types or _server_side_binding(using):
+        written = finalize(completions, using=using)
+        return written, claim(worker_id=worker_id, types=types, queues=queues, limit=limit,
+                              lease_seconds=lease_seconds, fair=fair, after_tenant=after_tenant,
+                              using=using)
     params = _claim_params(worker_id, types, queues, limit, lease_seconds, after_tenant)
     params["completions"] = _completions_json(completions)
     with _cursor(using) as cur:
@@ -728,8 +722,6 @@ def unknown_due_types(known: Sequence[str], using: str | None = None) -> list[tu
         )
         return [(r[0], r[1]) for r in cur.fetchall()]
 
-
-STATUS_VALUES = tuple(JobStatus.values)
 
 
 # --- queue controls (pgjobs_queue rows: pause / resume / limit; the claim enforces them) -------

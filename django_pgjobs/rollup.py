@@ -227,19 +227,27 @@ def _upsert(counts: dict[tuple[datetime, str, str], _Acc], using: str | None) ->
 
 # --- queue depth samples ------------------------------------------------------------------------
 
-_SAMPLE = f"""
-INSERT INTO {DEPTH_SAMPLE_TABLE} (sampled_at, queue, due, scheduled, running, oldest_due_age_s)
-SELECT date_trunc('minute', now()), queue,
-       count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()),
-       count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()),
-       count(*) FILTER (WHERE status = 'RUNNING'),
+# Live depth per queue, read from the active jobs (the partial indexes serve it): the numbers of
+# stats.queue_stats() and of the depth samples below.
+DEPTH_BY_QUEUE = f"""
+SELECT queue,
+       count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()) AS due,
+       count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()) AS scheduled,
+       count(*) FILTER (WHERE status = 'RUNNING') AS running,
+       count(*) FILTER (WHERE status = 'RUNNING' AND lease_expires_at < now()) AS stale,
        EXTRACT(EPOCH FROM now() - min(run_after) FILTER (
-           WHERE status = 'PENDING' AND run_after <= now()))::float8
+           WHERE status = 'PENDING' AND run_after <= now()))::float8 AS oldest_due_age_s
 FROM {JOB_TABLE}
 WHERE status IN ('PENDING', 'RUNNING')
-  AND NOT EXISTS (SELECT 1 FROM {DEPTH_SAMPLE_TABLE}
-                  WHERE sampled_at = date_trunc('minute', now()))
 GROUP BY queue
+"""
+
+_SAMPLE = f"""
+INSERT INTO {DEPTH_SAMPLE_TABLE} (sampled_at, queue, due, scheduled, running, oldest_due_age_s)
+SELECT date_trunc('minute', now()), queue, due, scheduled, running, oldest_due_age_s
+FROM ({DEPTH_BY_QUEUE}) depth
+WHERE NOT EXISTS (SELECT 1 FROM {DEPTH_SAMPLE_TABLE}
+                  WHERE sampled_at = date_trunc('minute', now()))
 ON CONFLICT (sampled_at, queue) DO NOTHING
 """
 

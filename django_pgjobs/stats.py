@@ -39,26 +39,12 @@ class QueueStats:
         return asdict(self)
 
 
-_LIVE = f"""
-SELECT queue,
-       count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()),
-       count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()),
-       count(*) FILTER (WHERE status = 'RUNNING'),
-       count(*) FILTER (WHERE status = 'RUNNING' AND lease_expires_at < now()),
-       EXTRACT(EPOCH FROM now() - min(run_after) FILTER (
-           WHERE status = 'PENDING' AND run_after <= now()))::float8
-FROM {JOB_TABLE}
-WHERE status IN ('PENDING', 'RUNNING')
-GROUP BY queue
-"""
-
-
 def queue_stats(using: str | None = None, now: datetime | None = None) -> list[QueueStats]:
     """Per queue: live depth from the jobs table, 24 h counts and throughput from the rollup."""
     now = now or datetime.now(UTC)
     by_queue: dict[str, QueueStats] = {}
     with _cursor(using) as cur:
-        cur.execute(_LIVE)
+        cur.execute(rollup.DEPTH_BY_QUEUE)
         for queue, due, scheduled, running, stale, oldest in cur.fetchall():
             by_queue[queue] = QueueStats(queue, due, scheduled, running, stale,
                                          None if oldest is None else round(oldest, 3))

@@ -29,6 +29,27 @@ def eventually(condition: Callable[[], object], timeout: float = 20.0, interval:
         time.sleep(interval)
 
 
+def missing_requirement(what: str, how: str) -> None:
+    """A test that needs something not installed FAILS, saying how to install it: a skip would
+    hide untested behaviour. `./dev test` installs the extras always, and the Debian packages
+    (chromium, faketime) when it runs as root."""
+    pytest.fail(f"{what} is not installed: {how} (./dev test installs it when run as root)",
+                pytrace=False)
+
+
+def run_worker(**overrides: object) -> object:
+    """The real Worker, in-process, in burst mode (no LISTEN, no signal handlers): it processes
+    what is due and returns. Asserts a clean exit; returns the worker for its counters."""
+    from django_pgjobs.worker import Worker, WorkerOptions
+
+    opts: dict[str, object] = dict(burst=True, listen=False, install_signal_handlers=False,
+                                   concurrency=2)
+    opts.update(overrides)
+    worker = Worker(WorkerOptions.from_settings(**opts))
+    assert worker.run() == 0
+    return worker
+
+
 def sql(query: str, params: object = None) -> list[tuple]:
     with connection.cursor() as cur:
         cur.execute(query, params)

@@ -308,11 +308,6 @@ class Worker:
 
     # --- the steps ----------------------------------------------------------------------------
 
-    def claim_and_dispatch(self) -> int:
-        """Claim as many jobs as there are free threads (finished runs already written)."""
-        self.finalize_finished()
-        return self.finalize_and_claim()
-
     def finalize_and_claim(self) -> int:
         """Record the runs that ended and claim as many jobs as that frees, in one round trip.
 
@@ -326,8 +321,7 @@ class Worker:
         limit = 0 if self._stopping.is_set() else min(free, o.batch_size)
         rows: list[ClaimedRow] = []
         if limit > 0 and self._limited:
-            self._write_finished(batch, queries.finalize([c for _, c in batch if not c.written],
-                                                         using=self.using))
+            self.finalize_finished()  # writes this batch (kept in _unwritten until written)
             batch = []
             for name in self._limited:  # capped queues first: they are served one by one
                 rows += queries.claim_limited(
@@ -335,12 +329,12 @@ class Worker:
                     limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
                 )
         want = limit - len(rows)
-        written, fast = queries.finalize_and_claim(
+        written, fast = queries.finalize_and_claim(  # no round trip when there is nothing to do
             [c for _, c in batch if not c.written],
             worker_id=self.worker_id, types=self._types, queues=o.queues,
             limit=want, lease_seconds=o.lease_seconds, fair=o.fair_share,
             after_tenant=self._tenant_cursor, using=self.using,
-        ) if (batch or want > 0) else (set(), [])
+        )
         self._write_finished(batch, written)
         if o.fair_share and want > 0:  # next claim starts after the last tenant served
             tenants = [r.tenant_id for r in fast if r.tenant_id is not None]

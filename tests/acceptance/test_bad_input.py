@@ -185,9 +185,9 @@ def test_runjobs_with_invalid_settings_stops_at_the_checks_without_touching_the_
     ("args", "message"),
     [
         (["--lease", "0"], "seconds > 0"),
-        (["--lease", "-1"], "seconds >= 0"),
-        (["--lease", "inf"], "seconds >= 0"),
-        (["--reap-interval", "nan"], "seconds >= 0"),
+        (["--lease", "-1"], "seconds > 0"),
+        (["--lease", "inf"], "seconds > 0"),
+        (["--reap-interval", "nan"], "seconds > 0"),
         (["--max-jobs", "0"], "expected an integer >= 1"),
         (["--worker-id", ""], "worker id"),
         (["--worker-id", "a\nb"], "worker id"),

@@ -11,7 +11,6 @@ expired. Neither happens.
 """
 
 import glob
-import os
 import shutil
 import signal
 from datetime import timedelta
@@ -20,7 +19,7 @@ import pytest
 
 from django_pgjobs import JobStatus, enqueue, queries
 from django_pgjobs.models import Job
-from tests.conftest import eventually, sql, sql_one
+from tests.conftest import eventually, missing_requirement, sql, sql_one
 from tests.testapp.models import Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,11 +32,9 @@ def faketime_library() -> str:
                   + glob.glob("/usr/lib/faketime/libfaketimeMT.so.1"))
     if shutil.which("faketime") and libs:
         return libs[0]
-    reason = ("libfaketime is not installed: `apt-get install faketime` (Debian/Ubuntu) to run "
-              "the clock-skew scenarios")
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    missing_requirement("libfaketime (for the clock-skew scenarios)",
+                        "apt-get install faketime (Debian/Ubuntu)")
+    raise AssertionError("unreachable")
 
 
 def claimed_by_someone_else(job_type, config, lease_seconds):

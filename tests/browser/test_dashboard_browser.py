@@ -18,6 +18,7 @@ from django.contrib.auth.models import User
 from django_pgjobs import rollup
 from django_pgjobs.models import Job
 from tests.admin.helpers import make_job
+from tests.conftest import missing_requirement
 from tests.observability.helpers import run_worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,13 +26,10 @@ SHOTS = ROOT / "test-artifacts" / "screenshots"
 CHROMIUM = os.environ.get("PGJOBS_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _missing(what: str, how: str) -> None:
-    if IN_CI:
-        pytest.fail(f"{what} is missing but CI is set: {how}")
-    pytest.skip(f"{what} is missing ({how})")
+    missing_requirement(what, how)
 
 
 @pytest.fixture

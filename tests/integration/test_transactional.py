@@ -4,16 +4,14 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from django_pgjobs import JobStatus, enqueue, handler
-from django_pgjobs.models import Job
-from django_pgjobs.worker import Worker, WorkerOptions
+from tests.conftest import run_worker
 from tests.testapp.models import Effect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def run():
-    Worker(WorkerOptions.from_settings(burst=True, listen=False, install_signal_handlers=False,
-                                       concurrency=1)).run()
+    run_worker(concurrency=1)
 
 
 def test_effect_and_completion_commit_together():

@@ -6,21 +6,16 @@ import time
 import pytest
 
 from django_pgjobs import JobStatus, enqueue, enqueue_many, handler, queries, registry
-from django_pgjobs.models import Job, Worker as WorkerRow
+from django_pgjobs.models import Job
+from django_pgjobs.models import Worker as WorkerRow
 from django_pgjobs.tracing import TraceIdFilter, current_trace_id
-from django_pgjobs.worker import Worker, WorkerOptions
-from tests.conftest import eventually, sql
+from tests.conftest import eventually, run_worker, sql
 from tests.testapp.models import Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def run(**overrides):
-    opts = dict(burst=True, listen=False, install_signal_handlers=False, concurrency=2)
-    opts.update(overrides)
-    worker = Worker(WorkerOptions.from_settings(**opts))
-    assert worker.run() == 0
-    return worker
+run = run_worker
 
 
 def drain(timeout=20.0, **overrides):

@@ -1,26 +1,13 @@
 from __future__ import annotations
 
-import os
+from tests.conftest import missing_requirement, run_worker
 
-import pytest
-
-from django_pgjobs.worker import Worker, WorkerOptions
-
-
-def run_worker(**options) -> Worker:
-    """Process every due job in this process (burst), then return the stopped worker."""
-    worker = Worker(WorkerOptions(burst=True, listen=False, install_signal_handlers=False,
-                                  concurrency=2, **options))
-    worker.run()
-    return worker
+__all__ = ["require_extra", "run_worker"]
 
 
 def require_extra(module: str, extra: str):
-    """Import an optional extra; without it, skip locally but FAIL under CI=true."""
+    """Import an optional extra; without it the test fails, saying how to install it."""
     try:
         return __import__(module, fromlist=["_"])
     except ImportError:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{module} is not installed but CI is set: install the extra with "
-                        f"pip install -e '.[{extra}]' (see .ci/run)")
-        pytest.skip(f"{module} not installed (pip install -e '.[{extra}]')")
+        missing_requirement(module, f"pip install -e '.[{extra}]'")

@@ -8,20 +8,11 @@ import pytest
 from django.tasks import TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 
-from django_pgjobs.worker import Worker, WorkerOptions
-from tests.conftest import eventually
+from tests.conftest import eventually, run_worker
 from tests.testapp import tasks as t
 from tests.testapp.models import Effect, Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run_worker(**overrides):
-    opts = dict(burst=True, listen=False, install_signal_handlers=False, concurrency=2)
-    opts.update(overrides)
-    worker = Worker(WorkerOptions.from_settings(**opts))
-    assert worker.run() == 0
-    return worker
 
 
 def test_worker_threads_run_tasks_and_signal_from_the_right_threads():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
@@ -11,16 +10,9 @@ from django.core.management.base import BaseCommand
 
 from ...health_checks import Thresholds, report
 from ...tables import JOB_TABLE
+from ..arguments import bounded
 
-
-def _number(value: str) -> float:
-    try:
-        n = float(value)
-    except ValueError:
-        n = -1.0
-    if not 0 <= n < 10**12:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
-    return n
+_number = bounded(float, low=0, high=1e12, what="a number >= 0")
 
 
 class Command(BaseCommand):

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
 from ... import retention
+from ..arguments import bounded
 
-
-def _days(value: str) -> float:
-    try:
-        days = float(value)
-    except ValueError:
-        days = -1.0
-    if not 0 <= days < 100_000:
-        raise argparse.ArgumentTypeError(f"expected a number of days >= 0, got {value!r}")
-    return days
-
-
-def _batch(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= 100_000:
-        raise argparse.ArgumentTypeError(f"expected an integer in [1, 100000], got {value!r}")
-    return n
+_days = bounded(float, low=0, high=100_000, what="a number of days >= 0")
+_batch = bounded(int, low=1, high=100_000, what="an integer in [1, 100000]")
 
 
 class Command(BaseCommand):

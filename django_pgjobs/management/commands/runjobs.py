@@ -9,10 +9,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ... import conf
 from ...exceptions import InvalidJobOption
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions
+from ..arguments import positive_int, positive_seconds, seconds
 
 
 def _queues(value: str) -> list[str]:
@@ -23,33 +23,6 @@ def _queues(value: str) -> list[str]:
         return [check_queue(q) for q in names]
     except InvalidJobOption as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {n}")
-    return n
-
-
-def _seconds(value: str) -> float:
-    try:
-        s = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
-    if not (s >= 0 and s < 10**7):
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {value!r}")
-    return s
-
-
-def _positive_seconds(value: str) -> float:
-    s = _seconds(value)
-    if s <= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {value!r}")
-    return s
 
 
 def _worker_id(value: str) -> str:
@@ -73,21 +46,21 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--queues", type=_queues, help="comma-separated queues (default: all)")
-        parser.add_argument("--concurrency", type=_positive_int,
+        parser.add_argument("--concurrency", type=positive_int,
                             help="handler threads, each with its own connection")
-        parser.add_argument("--batch-size", type=_positive_int,
+        parser.add_argument("--batch-size", type=positive_int,
                             help="max jobs claimed per round trip (never more than free threads)")
         parser.add_argument("--burst", action="store_true",
                             help="process every due job, then exit 0")
-        parser.add_argument("--max-jobs", type=_positive_int, help="exit after this many jobs")
-        parser.add_argument("--poll-interval", type=_positive_seconds,
+        parser.add_argument("--max-jobs", type=positive_int, help="exit after this many jobs")
+        parser.add_argument("--poll-interval", type=positive_seconds,
                             help="seconds between polls when no NOTIFY arrives")
-        parser.add_argument("--shutdown-timeout", type=_seconds,
+        parser.add_argument("--shutdown-timeout", type=seconds,
                             help="seconds running jobs get to finish after SIGTERM")
         parser.add_argument("--worker-id", type=_worker_id, help="name shown in logs and admin")
-        parser.add_argument("--lease", type=_positive_seconds, dest="lease_seconds",
+        parser.add_argument("--lease", type=positive_seconds, dest="lease_seconds",
                             help="lease duration in seconds (default PGJOBS['LEASE_SECONDS'])")
-        parser.add_argument("--reap-interval", type=_positive_seconds,
+        parser.add_argument("--reap-interval", type=positive_seconds,
                             help="seconds between expired-lease checks")
         parser.add_argument("--no-listen", action="store_true",
                             help="do not LISTEN for wakeups; poll only")
@@ -128,4 +101,3 @@ def _setup_logging(verbosity: int) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(level)
-    _ = conf  # settings are read lazily by the worker
