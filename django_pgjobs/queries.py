@@ -359,11 +359,20 @@ def limited_queues(using: str | None = None) -> list[str]:
 
 # --- finalize ----------------------------------------------------------------------------------
 
+# Plan safety (all three lease-fenced writes below). The fence is the lease token: the CHECK
+# constraint pgjobs_job_lease_iff_running makes a non-NULL token mean RUNNING, so the statements
+# do not repeat `status = 'RUNNING'`. Written out, it let the planner pick the partial lease
+# index whenever its statistics said few jobs run (an ANALYZE taken right after a burst of
+# enqueues): a hash join over every entry of that index, dead ones included, per batch. A
+# drain slowed down 6x as it went. The LIMIT tells the planner how many completions there are
+# (a set-returning function is otherwise guessed at 100 rows), so the join stays a nested loop
+# over the primary key (tests/integration/test_guards.py checks the plans).
 _FINALIZE = f"""
 WITH v AS (
     SELECT * FROM jsonb_to_recordset(%(completions)s::jsonb) AS v(
         id bigint, token uuid, attempt int, status text, result jsonb, error text,
         duration_ms bigint, delay double precision, run_at timestamptz, note text)
+    LIMIT %(n_completions)s
 )
 UPDATE {T} j
 SET status = v.status,
@@ -386,7 +395,6 @@ SET status = v.status,
     updated_at = now()
 FROM v
 WHERE j.id = v.id AND j.lease_token = v.token AND j.attempts = v.attempt
-  AND j.status = 'RUNNING'
 RETURNING j.id
 """
 
@@ -425,7 +433,7 @@ def finalize(completions: Sequence[Completion], using: str | None = None) -> set
     if not completions:
         return set()
     with _cursor(using) as cur:
-        cur.execute(_FINALIZE, {"completions": _completions_json(completions)})
+        cur.execute(_FINALIZE, _finalize_params(completions))
         return {r[0] for r in cur.fetchall()}
 
 
@@ -435,8 +443,11 @@ def _server_side_binding(using: str | None) -> bool:
     return bool(options.get("server_side_binding"))
 
 
-def _completions_json(completions: Sequence[Completion]) -> str:
-    return json.dumps([c.as_record() for c in completions], separators=(",", ":"))
+def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
+    return {
+        "completions": json.dumps([c.as_record() for c in completions], separators=(",", ":")),
+        "n_completions": len(completions),
+    }
 
 
 def finalize_and_claim(
@@ -464,7 +475,7 @@ def finalize_and_claim(
                               lease_seconds=lease_seconds, fair=fair, after_tenant=after_tenant,
                               using=using)
     params = _claim_params(worker_id, types, queues, limit, lease_seconds, after_tenant)
-    params["completions"] = _completions_json(completions)
+    params.update(_finalize_params(completions))
     with _cursor(using) as cur:
         cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
         written = {r[0] for r in cur.fetchall()}
@@ -477,7 +488,7 @@ def finalize_and_claim(
 _HEARTBEAT = f"""
 UPDATE {T} j SET lease_expires_at = now() + %s * interval '1 second'
 FROM unnest(%s::bigint[], %s::uuid[]) AS l(id, token)
-WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'RUNNING'
+WHERE j.id = l.id AND j.lease_token = l.token
 RETURNING j.id, j.cancel_requested
 """
 
@@ -509,7 +520,7 @@ SET status = 'PENDING',
     lease_expires_at = NULL,
     updated_at = now()
 FROM unnest(%s::bigint[], %s::uuid[]) AS l(id, token)
-WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'RUNNING'
+WHERE j.id = l.id AND j.lease_token = l.token
 RETURNING j.id
 """
 
