@@ -11,10 +11,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import conf, queries, registry, signals
-from .exceptions import InvalidJobConfig, InvalidJobOption, UnknownJobType
+from .exceptions import InvalidJobOption, UnknownJobType
 from .status import JobStatus
 from .tracing import current_trace_id
-from .validation import check_max_attempts, check_priority, check_queue, encode_config
+from .validation import (
+    check_max_attempts,
+    check_priority,
+    check_queue,
+    encode_config,
+    encode_configs,
+)
 
 if TYPE_CHECKING:
     from .models import Job
@@ -145,17 +151,19 @@ def enqueue(
 
 
 def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> Job:
+    """The Job just inserted, built like a row read back (Model.from_db: positional values,
+    about 3x cheaper than keyword arguments on this per-request path)."""
     from .models import Job
 
-    job = Job(
-        id=row[0], type=new.type, queue=new.queue, priority=new.priority,
-        status=JobStatus.PENDING, config=dict(config or {}), result={}, trace_id=new.trace_id,
-        tenant_id=new.tenant_id, operated_by=new.operated_by, max_attempts=new.max_attempts,
-        unique_key=new.unique_key, attempts=0, run_after=row[1], created_at=row[2],
-        updated_at=row[3], history=[], cancel_requested=False,
-    )
-    job._state.adding = False
-    job._state.db = alias
+    values = {
+        "id": row[0], "type": new.type, "queue": new.queue, "priority": new.priority,
+        "status": JobStatus.PENDING, "config": dict(config or {}), "result": {},
+        "trace_id": new.trace_id, "tenant_id": new.tenant_id, "operated_by": new.operated_by,
+        "max_attempts": new.max_attempts, "unique_key": new.unique_key, "attempts": 0,
+        "run_after": row[1], "created_at": row[2], "updated_at": row[3], "history": [],
+        "cancel_requested": False,
+    }  # every other column is NULL
+    job = Job.from_db(alias, None, [values.get(f.attname) for f in Job._meta.concrete_fields])
     job.deduplicated = False  # type: ignore[attr-defined]
     return job
 
@@ -182,15 +190,15 @@ def enqueue_many(
         type, queue=queue, priority=priority, run_after=run_after, trace_id=trace_id,
         tenant_id=tenant_id, operated_by=operated_by, max_attempts=max_attempts, unique_key=None,
     )
-    encoded = []
-    for i, config in enumerate(configs):
-        try:
-            encoded.append(_encode(config))
-        except InvalidJobConfig as exc:  # name the bad one: configs[i]
-            raise exc.__class__(f"configs[{i}]: {exc}") from None
-    if not encoded:
+    configs = list(configs)
+    chunk = queries.INSERT_MANY_CHUNK
+    arrays = [  # every config is checked before anything is written
+        encode_configs(configs[start : start + chunk], max_bytes=conf.get("MAX_CONFIG_BYTES"),
+                       max_depth=conf.get("MAX_CONFIG_DEPTH"), first=start)
+        for start in range(0, len(configs), chunk)
+    ]
+    if not arrays:
         return []
     alias = using or conf.get("DATABASE")
     with transaction.atomic(using=alias):
-        return queries.insert_many(new, encoded, using=alias)
-
+        return queries.insert_many(new, arrays, using=alias)

@@ -118,15 +118,15 @@ SELECT id, (SELECT count(*) FROM wake) FROM ins ORDER BY id
 """
 
 
-def insert_many(
-    job: NewJob, configs_json: Sequence[str], using: str | None = None
-) -> list[int]:
-    """Insert many jobs sharing every option but the config, in one statement per chunk."""
+INSERT_MANY_CHUNK = 5000  # configs per INSERT
+
+
+def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = None) -> list[int]:
+    """Insert many jobs sharing every option but the config, one statement per JSON array of
+    configs (enqueue_many cuts them INSERT_MANY_CHUNK long); returns the ids in order."""
     ids: list[int] = []
-    chunk = 5000
     with _cursor(using) as cur:
-        for start in range(0, len(configs_json), chunk):
-            array = "[" + ",".join(configs_json[start : start + chunk]) + "]"
+        for array in config_arrays:
             cur.execute(
                 _INSERT_MANY,
                 (

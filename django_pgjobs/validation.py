@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .exceptions import ConfigTooLarge, InvalidJobConfig, InvalidJobOption
@@ -123,9 +123,17 @@ def encode_config(config: Any, *, max_bytes: int, max_depth: int) -> str:
         raise InvalidJobConfig(
             f"config must be a JSON object (a dict), got {type(config).__name__}"
         )
-    check_json_value(config, max_depth=max_depth)
-    text = json.dumps(config, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    size = len(text.encode("utf-8"))
+    try:  # the C encoder refuses most bad values itself; check_json_value then says where
+        text = json.dumps(config, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        size = len(text.encode("utf-8"))  # a lone surrogate fails here
+    except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
+        check_json_value(config, max_depth=max_depth)
+        raise
+    # What the encoder lets through: keys it converts (1 -> "1"), NUL, nesting. A flat object
+    # with string keys and no NUL cannot hold any of them; anything else gets the full walk.
+    flat = text.count("{") + text.count("[") <= 1
+    if not flat or "\\u0000" in text or not all(isinstance(k, str) for k in config):
+        check_json_value(config, max_depth=max_depth)
     if size > max_bytes:
         raise ConfigTooLarge(
             f"config is {size:,} bytes, over the {max_bytes:,}-byte limit "
@@ -133,3 +141,32 @@ def encode_config(config: Any, *, max_bytes: int, max_depth: int) -> str:
             "pass its reference"
         )
     return text
+
+
+def encode_configs(
+    configs: Sequence[Any], *, max_bytes: int, max_depth: int, first: int = 0
+) -> str:
+    """Validate configs and serialise them as one JSON array (bulk enqueue).
+
+    Flat objects with string keys, the common case, are checked on the array's text in one
+    pass of the C encoder; anything else goes through encode_config one by one. A refused
+    config is named by its index: ``configs[i]`` (``first`` is the index of configs[0]).
+    """
+    plain = [{} if c is None else c for c in configs]
+    if all(type(c) is dict for c in plain):
+        try:
+            text = json.dumps(plain, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            size = len(text.encode("utf-8"))
+        except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
+            pass
+        else:  # one { per config and the array's [: all flat. The whole under the limit: each is
+            if (text.count("{") + text.count("[") == len(plain) + 1 and "\\u0000" not in text
+                    and size <= max_bytes and all(isinstance(k, str) for c in plain for k in c)):
+                return text
+    parts = []
+    for i, config in enumerate(configs):
+        try:
+            parts.append(encode_config(config, max_bytes=max_bytes, max_depth=max_depth))
+        except InvalidJobConfig as exc:
+            raise exc.__class__(f"configs[{first + i}]: {exc}") from None
+    return "[" + ",".join(parts) + "]"

@@ -195,6 +195,32 @@ def test_enqueue_many_rolls_back_with_the_caller():
     assert Job.objects.count() == 0
 
 
+def test_enqueue_many_gives_every_row_the_options_and_keeps_odd_text():
+    configs = [{"s": "tab\there", "n": "line\nbreak", "b": "back\\slash \\N", "u": "é€😀"},
+               {}, {"nested": {"a": [1, {"b": None}]}}]
+    ids = enqueue_many("test.echo", configs, queue="bulk", tenant_id="acme", trace_id="t-1",
+                       operated_by="ops", max_attempts=7, run_after=timedelta(minutes=5))
+    jobs = list(Job.objects.filter(id__in=ids).order_by("id"))
+    assert [j.config for j in jobs] == configs
+    assert {(j.type, j.queue, j.tenant_id, j.trace_id, j.operated_by, j.max_attempts, j.status,
+             j.attempts) for j in jobs} == {
+        ("test.echo", "bulk", "acme", "t-1", "ops", 7, JobStatus.PENDING, 0)}
+    delay = sql_one("SELECT max(extract(epoch FROM run_after - created_at)) FROM pgjobs_job")
+    assert 299 <= float(delay) <= 301
+
+
+def test_enqueue_many_notifies_once_on_commit_and_not_for_delayed_jobs():
+    listener = _listen()
+    try:
+        with transaction.atomic():
+            enqueue_many("test.echo", [{}] * 3, queue="emails")
+            enqueue_many("test.echo", [{}] * 3, queue="later", run_after=timedelta(hours=1))
+            assert list(listener.notifies(timeout=0.3)) == []
+        assert [n.payload for n in listener.notifies(timeout=1.0)] == ["emails"]
+    finally:
+        listener.close()
+
+
 def test_unique_key_returns_the_active_job():
     first = enqueue("test.echo", {"n": 1}, unique_key="report:42")
     second = enqueue("test.echo", {"n": 2}, unique_key="report:42")

@@ -29,12 +29,32 @@ def test_plain_json_is_encoded_compactly():
         ({"obj": object()}, "builtins.object"),
         ({1: "int key"}, "keys must be strings"),
         ({"s": {1, 2}}, "builtins.set"),
+        # what json.dumps accepts silently: the checks after it must still catch them
+        ({"a": {2: "nested int key"}}, "keys must be strings"),
+        ({None: 1}, "keys must be strings"),
+        ({"a": ["x", "b\x00"]}, "config['a'][1] contains a NUL"),
+        ({"a": {"\ud800": 1}}, "lone surrogate"),
+        ({"n": 10**5000}, "thousands of digits"),
     ],
 )
 def test_non_json_is_refused_with_the_path(config, fragment):
     with pytest.raises(InvalidJobConfig) as info:
         enc(config)
     assert fragment in str(info.value)
+
+
+def test_text_that_only_looks_like_nul_is_kept():
+    assert enc({"s": "\\u0000"}) == '{"s":"\\\\u0000"}'
+    assert enc({"s": "{[{["}) == '{"s":"{[{["}'
+
+
+def test_nesting_just_over_the_limit_is_refused():
+    config: dict = {"a": []}
+    for _ in range(64):
+        config = {"a": config}
+    with pytest.raises(InvalidJobConfig, match="nested deeper than 64 levels"):
+        enc(config)
+    assert enc(config, max_depth=70)
 
 
 def test_config_must_be_an_object():
@@ -78,3 +98,27 @@ def test_bad_queue_names(name):
 def test_bad_priorities(value):
     with pytest.raises(InvalidJobOption):
         check_priority(value)
+
+
+def test_bulk_encoding_matches_one_by_one():
+    from django_pgjobs.validation import encode_configs
+
+    flat = [{"i": i, "s": "é"} for i in range(3)] + [None]
+    assert encode_configs(flat, max_bytes=1000, max_depth=64) == (
+        "[" + ",".join(enc(c) for c in flat) + "]")
+    mixed = [{"a": {"b": [1]}}, {"s": "{[["}, {}]
+    assert encode_configs(mixed, max_bytes=1000, max_depth=64) == (
+        "[" + ",".join(enc(c) for c in mixed) + "]")
+
+
+@pytest.mark.parametrize(
+    ("bad", "fragment"),
+    [({"x": math.nan}, "is nan"), ({1: 2}, "keys must be strings"), ({"x": "\x00"}, "NUL"),
+     ({"blob": "x" * 600}, "over the 500-byte limit"), ([1], "must be a JSON object")],
+)
+def test_bulk_encoding_names_the_refused_config(bad, fragment):
+    from django_pgjobs.validation import encode_configs
+
+    with pytest.raises(InvalidJobConfig, match=r"^configs\[12\]: ") as info:
+        encode_configs([{"i": 0}, {"i": 1}, bad], max_bytes=500, max_depth=64, first=10)
+    assert fragment in str(info.value)
