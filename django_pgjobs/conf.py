@@ -27,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "REAP_INTERVAL": 10.0,
     # Worker defaults (runjobs flags override them).
     "CONCURRENCY": 10,
-    "BATCH_SIZE": 50,
+    "BATCH_SIZE": 100,
     "POLL_INTERVAL": 1.0,
     "SHUTDOWN_TIMEOUT": 30.0,
     # Interleave tenants in each claim (round-robin over tenant_id), so that one tenant's

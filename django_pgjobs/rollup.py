@@ -5,7 +5,8 @@
 - ``pgjobs_depth_sample``: per minute x queue, due / scheduled / running jobs and the age of the
   oldest due one.
 
-No database work per job: a ``job_finished`` / ``job_reaped`` receiver adds to in-memory counters;
+No database work per job: the worker hands each batch of finished runs to in-memory counters (a
+``job_reaped`` receiver adds the reaped ones);
 the worker's maintenance step (:class:`WorkerRollup`) flushes them with ONE upsert every
 ``FLUSH_SECONDS`` (and at shutdown), samples queue depth once a minute for the whole cluster
 (advisory lock: one worker per minute does the counting) and prunes old rollup rows once an hour.
@@ -18,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -136,11 +137,19 @@ class Recorder:
         with self._lock:
             self._counts.setdefault(key, _Acc()).add(outcome, duration_ms)
 
-    def on_finished(self, sender: Any, job: Any, completion: Any, applied: bool = True,
-                    **kwargs: Any) -> None:
-        outcome = OUTCOME_OF_STATUS.get(completion.status)
-        if applied and outcome is not None:
-            self.record(job.queue, job.type, outcome, completion.duration_ms)
+    def record_finished(self, finished: Iterable[tuple[str, str, Any]]) -> None:
+        """(queue, type, completion) of the runs a worker just wrote: one lock per batch."""
+        minute = _minute(time.time())
+        counts = self._counts
+        with self._lock:
+            for queue, job_type, completion in finished:
+                outcome = OUTCOME_OF_STATUS.get(completion.status)
+                if outcome is None:
+                    continue
+                acc = counts.get((minute, queue, job_type))
+                if acc is None:
+                    acc = counts[(minute, queue, job_type)] = _Acc()
+                acc.add(outcome, completion.duration_ms)
 
     def on_reaped(self, sender: Any, job_id: int, status: str, **kwargs: Any) -> None:
         with self._lock:
@@ -292,8 +301,8 @@ class WorkerRollup:
         self._next_prune = time.monotonic() + 60.0
 
     def start(self) -> None:
-        signals.job_finished.connect(self.recorder.on_finished, weak=False,
-                                     dispatch_uid=self._uid)
+        # Finished runs are handed over by the worker itself, a batch at a time
+        # (Worker._write_finished); reaped ones, found by any worker's reaper, by signal.
         signals.job_reaped.connect(self.recorder.on_reaped, weak=False, dispatch_uid=self._uid)
 
     def step(self, using: str, *, sample: bool = True) -> None:
@@ -310,7 +319,6 @@ class WorkerRollup:
             prune(retention_days(), using)
 
     def stop(self, using: str) -> None:
-        signals.job_finished.disconnect(dispatch_uid=self._uid)
         signals.job_reaped.disconnect(dispatch_uid=self._uid)
         self.recorder.flush(using)
 

@@ -57,15 +57,17 @@ logger = logging.getLogger("django_pgjobs.worker")
 
 QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "released", "abandoned"
 CONTROLS_REFRESH = 2.0  # seconds between reads of pgjobs_queue's concurrency limits
-BATCH_WINDOW = 0.002  # seconds a finished run may wait for others to share its round trip
+BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batch
+BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
 _JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
+_SUCCESS = frozenset((JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS))  # logged at INFO
 
 
 @dataclass
 class WorkerOptions:
     queues: list[str] | None = None  # None: every queue
     concurrency: int = 10
-    batch_size: int = 50
+    batch_size: int = 100
     burst: bool = False
     max_jobs: int | None = None
     poll_interval: float = 1.0
@@ -340,7 +342,9 @@ class Worker:
             tenants = [r.tenant_id for r in fast if r.tenant_id is not None]
             self._tenant_cursor = max(tenants) if len(fast) == want and tenants else None
         rows += fast
-        self._last_claim_full = limit > 0 and len(rows) == limit
+        # Claim again at once only if the batch size, not the free threads, capped this claim:
+        # with every thread busy, the next cycle waits for runs to end (and batches them).
+        self._last_claim_full = 0 < limit < free and len(rows) == limit
         now = time.monotonic()
         for row in rows:
             self._dispatch(row, now)
@@ -366,16 +370,22 @@ class Worker:
         return batch
 
     def _write_finished(self, batch: list[tuple[InFlight, Completion]], written: set[int]) -> None:
-        """Bookkeeping once the outcomes are in the database: log, free the slots, signal."""
+        """Bookkeeping once the outcomes are in the database: free the slots, count, log, signal."""
         self._unwritten = []
         written = written | {c.id for _, c in batch if c.written}
-        for item, completion in batch:
-            self._log_finished(item, completion, completion.id in written)
-            with self._inflight_lock:
+        with self._inflight_lock:
+            for _, completion in batch:
                 self._inflight.pop(completion.id, None)
+        self._rollup.recorder.record_finished(
+            (item.job.queue, item.job.type, c) for item, c in batch if c.id in written
+        )
+        log_successes = logger.isEnabledFor(logging.INFO)
+        for item, completion in batch:
+            applied = completion.id in written
+            if log_successes or not applied or completion.status not in _SUCCESS:
+                self._log_finished(item, completion, applied)
             signals.job_finished.send(
-                sender=item.job.type, job=item.job, completion=completion,
-                applied=completion.id in written,
+                sender=item.job.type, job=item.job, completion=completion, applied=applied
             )
         self.finished_total += len(batch)
 
@@ -642,19 +652,23 @@ class Worker:
             return
         if self._last_claim_full and not self._stopping.is_set():
             return  # more work is probably waiting: claim again at once
+        if not self._finished.qsize():
+            # Idle until a run ends, a NOTIFY arrives, a stop, or the poll interval. (The
+            # listener also polls while it is disconnected.)
+            self._wake.wait(o.poll_interval)
+            self._wake.clear()
+        # Micro-batch: while other running jobs keep ending, give them a moment to end too, so
+        # that one round trip records them all and refills every free thread. The executors
+        # wake us as soon as enough did; a window in which none ended (long jobs) ends the wait.
+        # Without it, the run that ends first (it wakes us) made cycles of one or two jobs.
         ended = self._finished.qsize()
-        if ended:
-            # Micro-batch: give the other running jobs a moment to end too, so that one round
-            # trip records several of them (the executors wake us as soon as enough did).
-            if ended < self._refill and ended < self._running_count():
-                self._wake.clear()
-                self._wake.wait(BATCH_WINDOW)
-            return
-        timeout = o.poll_interval
-        if self._listener is not None and not self._listener.connected.is_set():
-            timeout = min(timeout, o.poll_interval)
-        self._wake.wait(timeout)
-        self._wake.clear()
+        deadline = time.monotonic() + BATCH_WINDOW_MAX
+        while 0 < ended < self._refill and ended < self._running_count():
+            self._wake.wait(BATCH_WINDOW)
+            self._wake.clear()
+            before, ended = ended, self._finished.qsize()
+            if ended == before or time.monotonic() >= deadline:
+                break
 
     def _on_db_error(self, exc: BaseException) -> None:
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), 30.0)
