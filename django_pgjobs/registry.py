@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -33,9 +33,10 @@ class HandlerSpec:
     # Tasks bridge puts the exception class path first (tasks_registry.task_error_text).
     format_error: Callable[[BaseException], str] | None = None
 
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.func)
+    is_async: bool = field(init=False)  # read per run: computed once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.func))
 
     def effective_queue(self) -> str:
         return self.queue or conf.get("DEFAULT_QUEUE")
