@@ -50,11 +50,13 @@ MODES = {
     # quick: a smoke-level run of everything, well under 2 minutes once the environments exist
     "quick": dict(reps=1, enqueue_single_n=400, enqueue_bulk_n=5_000, drain_n=3_000,
                   pilot_n=300, drain_budget_s=1.5, pickup_samples=30, pickup_budget_s=2.5,
-                  finished_rows=100_000, drain_timeout_s=60, total_budget_s=110, profile_n=5_000),
+                  finished_rows=100_000, drain_timeout_s=60, total_budget_s=110, profile_n=5_000,
+                  soak_n=20_000, soak_rounds=5),
     # full: 3 repetitions, 20,000-job drains, 1M finished rows, under 15 minutes
     "full": dict(reps=3, enqueue_single_n=2_000, enqueue_bulk_n=20_000, drain_n=20_000,
                  pilot_n=1_000, drain_budget_s=6.0, pickup_samples=120, pickup_budget_s=5.0,
-                 finished_rows=1_000_000, drain_timeout_s=180, total_budget_s=840, profile_n=20_000),
+                 finished_rows=1_000_000, drain_timeout_s=180, total_budget_s=840, profile_n=20_000,
+                 soak_n=100_000, soak_rounds=10),
 }
 
 
@@ -357,6 +359,55 @@ def pickup(ctx: Ctx, system: System) -> list[dict]:
     return samples
 
 
+def _vm_rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def soak(ctx: Ctx, system: System) -> list[dict]:
+    """One long-lived worker (its normal, listening mode) runs soak_n jobs fed in soak_rounds
+    bulk enqueues; its resident memory after each round shows whether it grows."""
+    reset(system)
+    checkpoint(system)
+    vacuum(system, analyze=True)
+    probe_path = f"/dev/shm/bench-probe-{os.getpid()}-{system.key}-soak"
+    probe.create(probe_path)
+    reader = probe.Reader(probe_path)
+    env = dict(system.env(), BENCH_PROBE_FILE=probe_path)
+    argv, cwd = system.worker_argv(burst=False)
+    w = procs.Proc(argv, env=env, cwd=cwd, log_path=ctx.tmp / f"{system.key}-soak.log",
+                   name=f"{system.key}-soak")
+    per = ctx.cfg["soak_n"] // ctx.cfg["soak_rounds"]
+    rss_mb: list[float] = []
+    t0 = time.monotonic()
+    try:
+        for r in range(ctx.cfg["soak_rounds"]):
+            client(ctx, system, "prefill", per)
+            deadline = time.monotonic() + ctx.cfg["drain_timeout_s"]
+            while reader.total() < per * (r + 1):
+                if w.poll() is not None:
+                    raise RuntimeError(f"soak worker exited ({w.rc})\n{w.tail()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"soak round {r + 1} did not finish ({reader.total()} jobs)")
+                time.sleep(0.01)
+            rss_mb.append(_vm_rss_kb(w.pid) / 1024)
+    finally:
+        w.stop()
+        reader.close()
+        try:
+            os.unlink(probe_path)
+        except OSError:
+            pass
+    n = per * len(rss_mb)
+    return [{"n": n, "rate": n / (time.monotonic() - t0), "rss_mb_after_round": rss_mb,
+             "growth_mb": rss_mb[-1] - rss_mb[0], "rss_mb": max(rss_mb)}]
+
+
 def pct(sorted_values: list[float], p: float) -> float:
     """Percentile with linear interpolation (numpy's default)."""
     if len(sorted_values) == 1:
@@ -468,6 +519,8 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
         return out
 
     record("drain_w1_finished", finished)
+    if system.key == "pgjobs":  # the memory target is django-pgjobs' own
+        record("soak", lambda: soak(ctx, system))
 
     if ctx.args.profile and system.key == "pgjobs" and n:
         # after drain_w1_finished: planner statistics of a table of finished jobs
@@ -489,6 +542,9 @@ def summarize(metric: str, samples: list[dict]) -> str:
     if metric == "pickup":
         return "p50 " + ", ".join(f"{s['p50']:.2f}" for s in samples) + " ms; p99 " + ", ".join(
             f"{s['p99']:.2f}" for s in samples) + " ms"
+    if metric == "soak":
+        return "RSS after each round " + ", ".join(
+            f"{mb:.0f}" for s in samples for mb in s["rss_mb_after_round"]) + " MB"
     rates = ", ".join(f"{s['rate']:,.0f}" for s in samples)
     extra = ""
     if metric.startswith("drain"):

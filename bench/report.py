@@ -100,6 +100,16 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
         out.append(("worker peak RSS", f"{max(rss):.0f} MB", "<= 120 MB", max(rss) <= 120))
     else:
         out.append(("worker peak RSS", "n/a", "<= 120 MB", None))
+    soaked = res["systems"].get(PGJOBS, {}).get("metrics", {}).get("soak")
+    if soaked:
+        s = soaked["samples"][0]
+        series = s["rss_mb_after_round"]
+        # "no growth": the resident size after the last round within 5 MB of the first round's
+        out.append((f"no RSS growth over a {s['n']:,}-job soak",
+                    f"{series[0]:.0f} -> {series[-1]:.0f} MB ({s['growth_mb']:+.1f} MB)",
+                    "<= +5 MB", s["growth_mb"] <= 5.0))
+    else:
+        out.append(("no RSS growth over the soak", "n/a", "<= +5 MB", None))
     return out
 
 
