@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 import traceback
 from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.backends.signals import connection_created
 
 from .. import conf, queries, retry
 from ..context import JobContext
@@ -66,6 +68,19 @@ def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, s
     return patch, None
 
 
+# Threads that ever opened a Django connection (connection_created): only those can have one
+# a handler left broken or inside a transaction. Asking Django (connections.all(), through
+# asgiref's Local) costs a few microseconds per run; most job types never touch the database.
+_thread = threading.local()
+
+
+def _opened(sender: Any, **kwargs: Any) -> None:
+    _thread.opened = True
+
+
+connection_created.connect(_opened, weak=False, dispatch_uid="django_pgjobs.executor.opened")
+
+
 def execute(
     spec: HandlerSpec, job: JobContext, *, using: str | None = None, inline: bool = False
 ) -> Completion:
@@ -88,7 +103,8 @@ def execute(
     finally:
         current_trace_id.reset(trace_token)
         current_job_id.reset(job_token)
-        _reset_connections(keep=callers)
+        if inline or getattr(_thread, "opened", False):
+            _reset_connections(keep=callers)
     return _on_return(job, value, int((time.monotonic() - started) * 1000))
 
 

@@ -345,9 +345,7 @@ class Worker:
         # Claim again at once only if the batch size, not the free threads, capped this claim:
         # with every thread busy, the next cycle waits for runs to end (and batches them).
         self._last_claim_full = 0 < limit < free and len(rows) == limit
-        now = time.monotonic()
-        for row in rows:
-            self._dispatch(row, now)
+        self._dispatch(rows)
         self.claimed_total += len(rows)
         return len(rows)
 
@@ -434,29 +432,35 @@ class Worker:
         wanted = self.options.queues
         self._limited = [q for q in limited if wanted is None or q in wanted]
 
-    def _dispatch(self, row: ClaimedRow, now: float) -> None:
-        spec = registry.get(row.type)
-        job = JobContext(
-            id=row.id, type=row.type, queue=row.queue, priority=row.priority, config=row.config,
-            attempts=row.attempts, max_attempts=row.max_attempts, trace_id=row.trace_id,
-            tenant_id=row.tenant_id, created_at=row.created_at, worker_id=self.worker_id,
-            lease_token=row.lease_token, cancel_requested=row.cancel_requested,
-        )
-        assert spec is not None  # the claim only takes registered types  # noqa: S101
-        timeout = spec.effective_timeout()
-        item = InFlight(job=job, spec=spec, deadline=(now + timeout) if timeout else None)
+    def _dispatch(self, rows: list[ClaimedRow]) -> None:
+        """Hand claimed jobs to the executor threads (or run them here when inline)."""
+        now = time.monotonic()
+        items = []
+        for row in rows:
+            spec = registry.get(row.type)
+            assert spec is not None  # the claim only takes registered types  # noqa: S101
+            job = JobContext(
+                id=row.id, type=row.type, queue=row.queue, priority=row.priority,
+                config=row.config, attempts=row.attempts, max_attempts=row.max_attempts,
+                trace_id=row.trace_id, tenant_id=row.tenant_id, created_at=row.created_at,
+                worker_id=self.worker_id, lease_token=row.lease_token,
+                cancel_requested=row.cancel_requested,
+            )
+            timeout = spec.effective_timeout()
+            items.append(InFlight(job=job, spec=spec, deadline=(now + timeout) if timeout else None))
         with self._inflight_lock:
-            self._inflight[row.id] = item
-        if row.config_error is not None:  # written by raw SQL: fail the job, run nothing
-            item.state = DONE
-            self._finished.put((item, Completion(
-                id=row.id, token=row.lease_token, attempt=row.attempts, status=JobStatus.FAILED,
-                error=row.config_error, note="failed")))
-            return
-        if self.options.inline:
-            self.run_item(item)
-        else:
-            self._work.put(item)
+            for item in items:
+                self._inflight[item.job.id] = item
+        for row, item in zip(rows, items, strict=True):
+            if row.config_error is not None:  # written by raw SQL: fail the job, run nothing
+                item.state = DONE
+                self._finished.put((item, Completion(
+                    id=row.id, token=row.lease_token, attempt=row.attempts,
+                    status=JobStatus.FAILED, error=row.config_error, note="failed")))
+            elif self.options.inline:
+                self.run_item(item)
+            else:
+                self._work.put(item)
 
     def _executor_thread(self) -> None:
         while True:
