@@ -657,8 +657,8 @@ class Worker:
         if self._last_claim_full and not self._stopping.is_set():
             return  # more work is probably waiting: claim again at once
         if not self._finished.qsize():
-            # Idle until a run ends, a NOTIFY arrives, a stop, or the poll interval. (The
-            # listener also polls while it is disconnected.)
+            # Idle until a run ends, a NOTIFY arrives, a stop, or the poll interval (what finds
+            # new jobs while the listener is disconnected).
             self._wake.wait(o.poll_interval)
             self._wake.clear()
         # Micro-batch: while other running jobs keep ending, give them a moment to end too, so
