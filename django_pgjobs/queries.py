@@ -360,8 +360,8 @@ def limited_queues(using: str | None = None) -> list[str]:
 # constraint pgjobs_job_lease_iff_running makes a non-NULL token mean RUNNING, so the statements
 # do not repeat `status = 'RUNNING'`. Written out, it let the planner pick the partial lease
 # index whenever its statistics said few jobs run (an ANALYZE taken right after a burst of
-# enqueues): a hash join over every entry of that index, dead ones included, per batch. A
-# drain slowed down 6x as it went. The LIMIT tells the planner how many completions there are
+# enqueues): a hash join over every entry of that index, dead ones included, per batch, a cost
+# that grows with the drain until VACUUM (seen in EXPLAIN). The LIMIT tells the planner how many completions there are
 # (a set-returning function is otherwise guessed at 100 rows), so the join stays a nested loop
 # over the primary key (tests/integration/test_guards.py checks the plans).
 _FINALIZE = f"""

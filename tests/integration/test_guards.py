@@ -83,8 +83,8 @@ def test_lease_fenced_writes_join_on_the_primary_key_after_a_burst():
 
     An ANALYZE taken right after a burst of enqueues sees no running job. With the fence
     written `status = 'RUNNING'`, the planner then chose the partial lease index and a hash
-    join over all of its entries, dead ones included, in every batch: a drain slowed down as it
-    went (see the comment above _FINALIZE in queries.py).
+    join over all of its entries, dead ones included, in every batch: a cost that grows as a
+    drain goes (see the comment above _FINALIZE in queries.py).
     """
     from uuid import uuid4
 
