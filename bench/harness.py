@@ -359,16 +359,6 @@ def pickup(ctx: Ctx, system: System) -> list[dict]:
     return samples
 
 
-def _vm_rss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def soak(ctx: Ctx, system: System) -> list[dict]:
     """One long-lived worker (its normal, listening mode) runs soak_n jobs fed in soak_rounds
     bulk enqueues; its resident memory after each round shows whether it grows."""
@@ -395,7 +385,7 @@ def soak(ctx: Ctx, system: System) -> list[dict]:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"soak round {r + 1} did not finish ({reader.total()} jobs)")
                 time.sleep(0.01)
-            rss_mb.append(_vm_rss_kb(w.pid) / 1024)
+            rss_mb.append(procs.vm_kb(w.pid, "VmRSS") / 1024)
     finally:
         w.stop()
         reader.close()

@@ -302,15 +302,16 @@ def claim(
     """
     if limit <= 0 or not types:
         return []
-    params = _claim_params(worker_id, types, queues, limit, lease_seconds, after_tenant)
+    params = _claim_params(worker_id=worker_id, types=types, queues=queues, limit=limit,
+                           lease_seconds=lease_seconds, after_tenant=after_tenant)
     with _cursor(using) as cur:
         cur.execute(_CLAIM_FAIR if fair else _CLAIM, params)
         return _rows(cur)
 
 
 def _claim_params(
-    worker_id: str, types: Sequence[str], queues: Sequence[str] | None, limit: int,
-    lease_seconds: float, after_tenant: str | None,
+    *, worker_id: str, types: Sequence[str], queues: Sequence[str] | None, limit: int,
+    lease_seconds: float, after_tenant: str | None = None,
 ) -> dict[str, Any]:
     return {
         "types": list(types),
@@ -456,31 +457,21 @@ def _completion_json(c: Completion) -> str:
 
 
 def finalize_and_claim(
-    completions: Sequence[Completion],
-    *,
-    worker_id: str,
-    types: Sequence[str],
-    queues: Sequence[str] | None,
-    limit: int,
-    lease_seconds: float,
-    fair: bool = False,
-    after_tenant: str | None = None,
-    using: str | None = None,
+    completions: Sequence[Completion], *, using: str | None = None, **claim_args: Any
 ) -> tuple[set[int], list[ClaimedRow]]:
     """The worker's hot path in one round trip: record finished runs, then claim more.
 
-    Two statements sent together (one implicit transaction); each keeps its own fence:
-    the finalize writes only runs whose lease we hold, the claim locks with SKIP LOCKED.
-    With nothing to record or nothing to claim, it is the one statement that has work. Under
-    server-side binding (prepared statements hold one command) it takes two round trips.
+    ``claim_args`` are those of :func:`claim`. Two statements sent together (one implicit
+    transaction); each keeps its own fence: the finalize writes only runs whose lease we hold,
+    the claim locks with SKIP LOCKED. With nothing to record or nothing to claim, it is the one
+    statement that has work. Under server-side binding (prepared statements hold one command)
+    it takes two round trips.
     """
-    if not completions or limit <= 0 or not types or _server_side_binding(using):
-        written = finalize(completions, using=using)
-        return written, claim(worker_id=worker_id, types=types, queues=queues, limit=limit,
-                              lease_seconds=lease_seconds, fair=fair, after_tenant=after_tenant,
-                              using=using)
-    params = _claim_params(worker_id, types, queues, limit, lease_seconds, after_tenant)
-    params.update(_finalize_params(completions))
+    if (not completions or claim_args["limit"] <= 0 or not claim_args["types"]
+            or _server_side_binding(using)):
+        return finalize(completions, using=using), claim(using=using, **claim_args)
+    fair = claim_args.pop("fair", False)
+    params = {**_claim_params(**claim_args), **_finalize_params(completions)}
     with _cursor(using) as cur:
         cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
         written = {r[0] for r in cur.fetchall()}

@@ -135,21 +135,23 @@ class Recorder:
                at: float | None = None) -> None:
         key = (_minute(time.time() if at is None else at), queue, type)
         with self._lock:
-            self._counts.setdefault(key, _Acc()).add(outcome, duration_ms)
+            self._acc(key).add(outcome, duration_ms)
 
     def record_finished(self, finished: Iterable[tuple[str, str, Any]]) -> None:
         """(queue, type, completion) of the runs a worker just wrote: one lock per batch."""
         minute = _minute(time.time())
-        counts = self._counts
         with self._lock:
             for queue, job_type, completion in finished:
                 outcome = OUTCOME_OF_STATUS.get(completion.status)
-                if outcome is None:
-                    continue
-                acc = counts.get((minute, queue, job_type))
-                if acc is None:
-                    acc = counts[(minute, queue, job_type)] = _Acc()
-                acc.add(outcome, completion.duration_ms)
+                if outcome is not None:
+                    self._acc((minute, queue, job_type)).add(outcome, completion.duration_ms)
+
+    def _acc(self, key: tuple[datetime, str, str]) -> _Acc:
+        """The counters of one (minute, queue, type); call with the lock held."""
+        acc = self._counts.get(key)
+        if acc is None:
+            acc = self._counts[key] = _Acc()
+        return acc
 
     def on_reaped(self, sender: Any, job_id: int, status: str, **kwargs: Any) -> None:
         with self._lock:
@@ -186,7 +188,7 @@ class Recorder:
                   reaped: list[tuple[float, int, str, str]]) -> None:
         with self._lock:
             for key, acc in counts.items():
-                self._counts.setdefault(key, _Acc()).merge(acc)
+                self._acc(key).merge(acc)
             self._reaped.extend(reaped)
 
     def _add_reaped(self, counts: dict[tuple[datetime, str, str], _Acc],

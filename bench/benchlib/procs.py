@@ -35,10 +35,11 @@ def _session_pids(sid: int) -> list[int]:
     return pids
 
 
-def _vm_hwm_kb(pid: int) -> int:
+def vm_kb(pid: int, field: str = "VmHWM") -> int:
+    """A memory figure of /proc/<pid>/status in kB (VmHWM: peak resident, VmRSS: now); 0 if gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
         pass
@@ -89,7 +90,7 @@ class Proc:
         if self.rc is not None:
             return
         for pid in _session_pids(self.pid):
-            hwm = _vm_hwm_kb(pid)
+            hwm = vm_kb(pid)
             if hwm > self._peaks.get(pid, 0):
                 self._peaks[pid] = hwm
         if self._peaks:

@@ -63,33 +63,36 @@ _JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
 _SUCCESS = frozenset((JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS))  # logged at INFO
 
 
+_D = conf.DEFAULTS  # the options' defaults are the settings' (from_settings reads PGJOBS)
+
+
 @dataclass
 class WorkerOptions:
     queues: list[str] | None = None  # None: every queue
-    concurrency: int = 10
-    batch_size: int = 100
+    concurrency: int = _D["CONCURRENCY"]
+    batch_size: int = _D["BATCH_SIZE"]
     burst: bool = False
     max_jobs: int | None = None
-    poll_interval: float = 1.0
-    shutdown_timeout: float = 30.0
+    poll_interval: float = _D["POLL_INTERVAL"]
+    shutdown_timeout: float = _D["SHUTDOWN_TIMEOUT"]
     worker_id: str | None = None
-    lease_seconds: float = 30.0
-    reap_interval: float = 10.0
+    lease_seconds: float = _D["LEASE_SECONDS"]
+    reap_interval: float = _D["REAP_INTERVAL"]
     listen: bool = True
     install_signal_handlers: bool = True
     # Observability (health.py): runjobs --health-port / --health-host.
     health_port: int | None = None
     health_host: str = "0.0.0.0"  # noqa: S104 - probes come from outside the pod
-    fair_share: bool = False
+    fair_share: bool = _D["FAIR_SHARE"]
     # Run claimed jobs on the thread that calls run_once(), no executor threads: the jobs see
     # that thread's transaction (testing.run_jobs() inside a TestCase). Timeouts are not enforced.
     inline: bool = False
-    using: str = "default"
+    using: str = _D["DATABASE"]
     # Periodic maintenance of long-lived workers (not --burst): cron schedules, pruning.
     scheduler: bool = True
-    scheduler_interval: float = 5.0
+    scheduler_interval: float = _D["SCHEDULER_INTERVAL"]
     prune: bool = True
-    prune_interval: float = 300.0
+    prune_interval: float = _D["PRUNE_INTERVAL"]
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> WorkerOptions:
