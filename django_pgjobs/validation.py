@@ -115,6 +115,23 @@ def check_json_value(value: Any, *, max_depth: int, path: list[str] | None = Non
         )
 
 
+def _dumps(value: Any) -> tuple[str, int]:
+    """The JSON text jsonb gets, and its UTF-8 size (a lone surrogate fails the encoding)."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text, len(text.encode("utf-8"))
+
+
+def _encoder_suffices(text: str, objects: Sequence[Mapping[str, Any]], *, containers: int) -> bool:
+    """Whether the encoder's own checks were enough for ``text``, the encoding of ``objects``.
+
+    It lets through keys it converts (1 -> "1"), NUL and any nesting. Flat objects (``text``
+    holds just ``containers`` brackets: one per object, plus the array's) with string keys and
+    no NUL cannot hold any of them; anything else gets the full walk of check_json_value.
+    """
+    return (text.count("{") + text.count("[") == containers and "\\u0000" not in text
+            and all(isinstance(k, str) for o in objects for k in o))
+
+
 def encode_config(config: Any, *, max_bytes: int, max_depth: int) -> str:
     """Validate and serialise a job config; returns the JSON text sent to PostgreSQL."""
     if config is None:
@@ -124,15 +141,11 @@ def encode_config(config: Any, *, max_bytes: int, max_depth: int) -> str:
             f"config must be a JSON object (a dict), got {type(config).__name__}"
         )
     try:  # the C encoder refuses most bad values itself; check_json_value then says where
-        text = json.dumps(config, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        size = len(text.encode("utf-8"))  # a lone surrogate fails here
+        text, size = _dumps(config)
     except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
         check_json_value(config, max_depth=max_depth)
         raise
-    # What the encoder lets through: keys it converts (1 -> "1"), NUL, nesting. A flat object
-    # with string keys and no NUL cannot hold any of them; anything else gets the full walk.
-    flat = text.count("{") + text.count("[") <= 1
-    if not flat or "\\u0000" in text or not all(isinstance(k, str) for k in config):
+    if not _encoder_suffices(text, [config], containers=1):
         check_json_value(config, max_depth=max_depth)
     if size > max_bytes:
         raise ConfigTooLarge(
@@ -155,13 +168,11 @@ def encode_configs(
     plain = [{} if c is None else c for c in configs]
     if all(type(c) is dict for c in plain):
         try:
-            text = json.dumps(plain, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-            size = len(text.encode("utf-8"))
+            text, size = _dumps(plain)
         except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
             pass
-        else:  # one { per config and the array's [: all flat. The whole under the limit: each is
-            if (text.count("{") + text.count("[") == len(plain) + 1 and "\\u0000" not in text
-                    and size <= max_bytes and all(isinstance(k, str) for c in plain for k in c)):
+        else:  # the whole array under the limit: each config is
+            if size <= max_bytes and _encoder_suffices(text, plain, containers=len(plain) + 1):
                 return text
     parts = []
     for i, config in enumerate(configs):
