@@ -20,7 +20,7 @@ from .tables import (
     STAT_MINUTE_TABLE,
     WORKER_TABLE,
 )
-from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_PATTERN
+from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_DB_PATTERN
 
 PROBLEM_STATUSES = (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.CANCELLED)
 
@@ -79,7 +79,7 @@ class Job(models.Model):
                 name="pgjobs_job_priority_range",
             ),
             models.CheckConstraint(
-                condition=Q(queue__regex=QUEUE_NAME_PATTERN), name="pgjobs_job_queue_name"
+                condition=Q(queue__regex=QUEUE_NAME_DB_PATTERN), name="pgjobs_job_queue_name"
             ),
             # A RUNNING job always has a lease; nothing else has one.
             models.CheckConstraint(
@@ -182,7 +182,7 @@ class Queue(models.Model):
         db_table = QUEUE_TABLE
         ordering = ["name"]
         constraints = [
-            models.CheckConstraint(condition=Q(name__regex=QUEUE_NAME_PATTERN),
+            models.CheckConstraint(condition=Q(name__regex=QUEUE_NAME_DB_PATTERN),
                                    name="pgjobs_queue_name_valid"),
             models.CheckConstraint(
                 condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=0),

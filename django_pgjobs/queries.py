@@ -26,6 +26,10 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connections, transaction
+from django.db.backends.postgresql.base import ServerBindingCursor
+from django.utils.asyncio import async_unsafe
+from psycopg.postgres import types as pg_types
+from psycopg.pq import Format
 
 from . import conf
 from .tables import JOB_TABLE, QUEUE_TABLE, WORKER_TABLE
@@ -35,6 +39,63 @@ T = JOB_TABLE
 
 def _cursor(using: str | None):
     return connections[using or conf.get("DATABASE")].cursor()
+
+
+_TIMESTAMPTZ_OID = pg_types["timestamptz"].oid
+
+
+class _PreparingCursor(ServerBindingCursor):
+    """Binds parameters on the server and prepares each statement once per connection.
+
+    Django turns psycopg's automatic preparation off (prepare_threshold None) and binds on the
+    client; for the statement every enqueue runs, parsing and planning it each time was ~15% of
+    a one-job transaction. psycopg keeps the prepared names per connection (a reconnect starts
+    afresh) and ``prepare=True`` asks for it, but only while a threshold is set.
+    """
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        conn = self.connection
+        threshold = conn.prepare_threshold
+        if threshold is None:
+            conn.prepare_threshold = 5
+        try:
+            return super().execute(query, params, prepare=True, **kwargs)
+        finally:
+            conn.prepare_threshold = threshold
+
+
+def _prepares(alias: str) -> bool:
+    setting = conf.get("PREPARED_STATEMENTS")
+    if setting == "auto":
+        return not connections[alias].settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    return bool(setting)
+
+
+@async_unsafe
+def _prepared_cursor(using: str | None) -> Any:
+    """A Django cursor wrapper (its checks, error wrapping, query logging and
+    execute_wrappers) around this connection's _PreparingCursor, kept open across calls;
+    Django's own cursor when PGJOBS["PREPARED_STATEMENTS"] says no. Not a context manager:
+    the cursor stays with the connection (it holds nothing but the last statement's rows)."""
+    alias = using or conf.get("DATABASE")
+    conn = connections[alias]
+    if not _prepares(alias):
+        return conn.cursor()
+    conn.close_if_health_check_failed()
+    conn.ensure_connection()
+    conn.validate_thread_sharing()
+    pg = conn.connection
+    cur = getattr(conn, "_pgjobs_prepared", None)
+    if cur is None or cur.connection is not pg or cur.closed:  # first use, or reconnected
+        with conn.wrap_database_errors:
+            cur = _PreparingCursor(pg)
+            client = conn.create_cursor()  # carries Django's time zone loader, if it set one
+            loader = client.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+            client.close()
+        if loader is not pg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT):
+            cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
+        conn._pgjobs_prepared = cur  # type: ignore[attr-defined]  # one per connection
+    return conn.make_debug_cursor(cur) if conn.queries_logged else conn.make_cursor(cur)
 
 
 # --- enqueue -----------------------------------------------------------------------------------
@@ -84,9 +145,9 @@ def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, da
         job.operated_by, job.max_attempts, job.unique_key, job.run_at, job.delay,
         conf.get("NOTIFY_CHANNEL"),
     )
-    with _cursor(using) as cur:
-        cur.execute(sql, params)
-        row = cur.fetchone()
+    cur = _prepared_cursor(using)
+    cur.execute(sql, params)
+    row = cur.fetchone()
     return None if row is None else (row[0], row[1], row[2], row[3])
 
 

@@ -13,6 +13,10 @@ from .exceptions import ConfigTooLarge, InvalidJobConfig, InvalidJobOption
 # Queue names travel in NOTIFY payloads, log lines and admin URLs: keep them boring.
 QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$"
 _QUEUE_NAME_RE = re.compile(QUEUE_NAME_PATTERN)
+# The same rule in the tables' CHECK constraints, the length left to the varchar(63) columns:
+# PostgreSQL re-checks a CHECK on every UPDATE of the row, and its regex engine took ~5 µs for
+# the bounded repetition {0,62} against ~0.3 µs without it (10% of the backend's time per job).
+QUEUE_NAME_DB_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$"
 PRIORITY_MIN, PRIORITY_MAX = -100, 100  # the range of django.tasks
 
 
@@ -115,10 +119,13 @@ def check_json_value(value: Any, *, max_depth: int, path: list[str] | None = Non
         )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(value: Any) -> tuple[str, int]:
     """The JSON text jsonb gets, and its UTF-8 size (a lone surrogate fails the encoding)."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text, len(text.encode("utf-8"))
+    text = _ENCODER.encode(value)
+    return text, len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _encoder_suffices(text: str, objects: Sequence[Mapping[str, Any]], *, containers: int) -> bool:

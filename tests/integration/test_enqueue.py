@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from django.db import IntegrityError, ProgrammingError, connection, transaction
+from django.db import DataError, IntegrityError, ProgrammingError, connection, transaction
 from django.utils import timezone
 
 from django_pgjobs import (
@@ -169,9 +169,17 @@ def test_check_constraint_refuses_unknown_status():
         sql("UPDATE pgjobs_job SET status='DONE' WHERE id=%s", [job.id])
 
 
-def test_check_constraint_refuses_bad_queue_from_raw_sql():
+@pytest.mark.parametrize("name", ["a b", "-lead", ".lead", "", "ok\n", "é"])
+def test_check_constraint_refuses_bad_queue_from_raw_sql(name):
     with pytest.raises(IntegrityError, match="pgjobs_job_queue_name"), transaction.atomic():
-        sql("INSERT INTO pgjobs_job (type, queue) VALUES ('x', 'a b')")
+        sql("INSERT INTO pgjobs_job (type, queue) VALUES ('x', %s)", [name])
+
+
+def test_the_database_takes_the_queue_names_enqueue_takes():
+    """Same rule on both sides: the constraint's regex, plus the varchar(63) for the length."""
+    sql("INSERT INTO pgjobs_job (type, queue) VALUES ('x', %s)", ["_a.b:c-" + "x" * 56])
+    with pytest.raises(DataError, match="too long"), transaction.atomic():
+        sql("INSERT INTO pgjobs_job (type, queue) VALUES ('x', %s)", ["q" * 64])
 
 
 def test_enqueue_many_inserts_in_order():
@@ -228,3 +236,94 @@ def test_unique_key_returns_the_active_job():
     Job.objects.filter(pk=first.id).update(status=JobStatus.COMPLETED)
     third = enqueue("test.echo", {"n": 3}, unique_key="report:42")
     assert third.id != first.id
+
+
+# --- the INSERT prepared on the server (PGJOBS["PREPARED_STATEMENTS"]) -----------------------
+
+
+def _prepared_inserts() -> int:
+    return sql_one(
+        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%INSERT INTO pgjobs_job%'"
+    )
+
+
+def test_enqueue_prepares_its_insert_once_per_connection():
+    first = enqueue("test.echo", {"n": 1})
+    enqueue("test.echo", {"n": 2}, trace_id="t-1", tenant_id=7)
+    assert _prepared_inserts() == 1
+    connection.close()  # a new connection prepares it again, and the cursor follows it
+    third = enqueue("test.echo", {"n": 3})
+    assert _prepared_inserts() == 1
+    assert list(Job.objects.order_by("id").values_list("config", "trace_id", "tenant_id")) == [
+        ({"n": 1}, None, None), ({"n": 2}, "t-1", "7"), ({"n": 3}, None, None)]
+    assert first.id < third.id
+
+
+@pytest.mark.parametrize(
+    ("setting", "disable_cursors", "prepared"),
+    [("auto", True, 0), (False, False, 0), (True, True, 1), ("auto", False, 1)],
+)
+def test_prepared_statements_setting(settings, setting, disable_cursors, prepared):
+    """"auto" stays off behind what Django's docs set for a transaction-mode pooler."""
+    settings.PGJOBS = {"PREPARED_STATEMENTS": setting}
+    old = connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False)
+    connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = disable_cursors
+    try:
+        connection.close()
+        job = enqueue("test.echo", {"n": 1})
+        assert _prepared_inserts() == prepared
+        assert Job.objects.get(pk=job.id).config == {"n": 1}
+    finally:
+        connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = old
+
+
+def test_prepared_insert_is_seen_by_django_instrumentation():
+    from django.test.utils import CaptureQueriesContext
+
+    seen = []
+
+    def wrapper(execute, sql_text, params, many, context):
+        seen.append(sql_text)
+        return execute(sql_text, params, many, context)
+
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(wrapper):
+        enqueue("test.echo", {"n": 1})
+    assert len(queries.captured_queries) == 1
+    assert "INSERT INTO pgjobs_job" in queries.captured_queries[0]["sql"]
+    assert len(seen) == 1
+
+
+def test_prepared_insert_respects_a_broken_transaction():
+    from django.db import DatabaseError
+    from django.db.transaction import TransactionManagementError
+
+    with transaction.atomic():
+        try:
+            with transaction.atomic(savepoint=False), connection.cursor() as cur:
+                cur.execute("SELECT 1/0")  # marks the outer block for rollback
+        except DatabaseError:
+            pass
+        with pytest.raises(TransactionManagementError):
+            enqueue("test.echo", {"n": 1})
+        transaction.set_rollback(True)
+    assert Job.objects.count() == 0
+
+
+def test_prepared_insert_refuses_an_event_loop():
+    import asyncio
+
+    from django.core.exceptions import SynchronousOnlyOperation
+
+    async def from_a_coroutine():
+        enqueue("test.echo", {"n": 1})
+
+    with pytest.raises(SynchronousOnlyOperation):
+        asyncio.run(from_a_coroutine())
+
+
+def test_prepared_insert_returns_the_times_django_reads_back():
+    job = enqueue("test.echo", {"n": 1})
+    row = Job.objects.get(pk=job.id)
+    assert job.created_at.utcoffset() is not None
+    assert (job.created_at, job.run_after, job.updated_at) == (
+        row.created_at, row.run_after, row.updated_at)
