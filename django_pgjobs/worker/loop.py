@@ -2,7 +2,8 @@
 
 One main thread owns the database conversation about job state (claim, finalize, heartbeat,
 reap, release). ``concurrency`` daemon threads run handlers, each with its own Django
-connection for the handler's queries. A listener thread turns NOTIFY into a wakeup.
+connection for the handler's queries; claimed jobs reach them through a Handoff (handoff.py:
+one woken thread per batch of short jobs). A listener thread turns NOTIFY into a wakeup.
 
     run()
       start()                      signals, threads, listener, health server
@@ -13,7 +14,8 @@ connection for the handler's queries. A listener thread turns NOTIFY into a wake
           finalize_and_claim()     ONE round trip: record the runs that ended, claim as many
                                    jobs as that frees (capped queues first, on their own)
         _wait()                    NOTIFY, enough finished runs (2 ms batching window), the
-                                   poll interval, or the database backoff
+                                   poll interval, or the database backoff; meanwhile wakes
+                                   threads for jobs left waiting behind a long one
       shutdown()                   release unstarted jobs, drain running ones (heartbeating),
                                    release what is left, remove the worker row
 """
@@ -51,6 +53,7 @@ from ..queries import ClaimedRow, Completion
 from ..registry import HandlerSpec
 from ..status import JobStatus
 from . import executor
+from .handoff import Handoff
 from .listener import Listener
 
 logger = logging.getLogger("django_pgjobs.worker")
@@ -136,7 +139,7 @@ class Worker:
         self._inflight_lock = threading.Lock()
         self._finished: queue.SimpleQueue[tuple[InFlight, Completion]] = queue.SimpleQueue()
         self._unwritten: list[tuple[InFlight, Completion]] = []  # kept across database outages
-        self._work: queue.SimpleQueue[InFlight | None] = queue.SimpleQueue()
+        self._work: Handoff[InFlight] = Handoff()  # claimed jobs -> executor threads
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._signals_seen = 0
@@ -253,8 +256,7 @@ class Worker:
             self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
         self._with_db_retry(self.finalize_finished, attempts=3)
-        for _ in self._threads:
-            self._work.put(None)
+        self._work.close()
         join_deadline = time.monotonic() + 2.0
         for t in self._threads:
             t.join(max(0.0, join_deadline - time.monotonic()))
@@ -454,6 +456,7 @@ class Worker:
         with self._inflight_lock:
             for item in items:
                 self._inflight[item.job.id] = item
+        handoff = []
         for row, item in zip(rows, items, strict=True):
             if row.config_error is not None:  # written by raw SQL: fail the job, run nothing
                 item.state = DONE
@@ -463,12 +466,13 @@ class Worker:
             elif self.options.inline:
                 self.run_item(item)
             else:
-                self._work.put(item)
+                handoff.append((row.type, item))
+        self._work.put_many(handoff)
 
     def _executor_thread(self) -> None:
         while True:
             item = self._work.get()
-            if item is None:
+            if item is None:  # closed by the shutdown
                 connections.close_all()  # this thread's own connections
                 return
             self.run_item(item)
@@ -492,6 +496,7 @@ class Worker:
         )
         signals.job_started.send(sender=job.type, job=job)
         completion = executor.execute(item.spec, job, using=self.using, inline=self.options.inline)
+        self._work.ran(job.type, time.monotonic() - item.started_at)
         with item.lock:
             if item.state == ABANDONED:  # timed out: its slot is given back now
                 with self._inflight_lock:
@@ -654,7 +659,7 @@ class Worker:
         if self._db_backoff:
             # The database is failing: wait the whole backoff. Only a stop cuts it short, not a
             # finished run, a full last claim or the (also disconnected) listener's poll interval.
-            self._stopping.wait(self._db_backoff)
+            self._sleep(self._db_backoff, self._stopping)
             self._wake.clear()
             return
         if self._last_claim_full and not self._stopping.is_set():
@@ -662,7 +667,7 @@ class Worker:
         if not self._finished.qsize():
             # Idle until a run ends, a NOTIFY arrives, a stop, or the poll interval (what finds
             # new jobs while the listener is disconnected).
-            self._wake.wait(o.poll_interval)
+            self._sleep(o.poll_interval)
             self._wake.clear()
         # Micro-batch: while other running jobs keep ending, give them a moment to end too, so
         # that one round trip records them all and refills every free thread. The executors
@@ -671,11 +676,24 @@ class Worker:
         ended = self._finished.qsize()
         deadline = time.monotonic() + BATCH_WINDOW_MAX
         while 0 < ended < self._refill and ended < self._running_count():
-            self._wake.wait(BATCH_WINDOW)
+            self._sleep(BATCH_WINDOW)
             self._wake.clear()
             before, ended = ended, self._finished.qsize()
             if ended == before or time.monotonic() >= deadline:
                 break
+
+    def _sleep(self, timeout: float, event: threading.Event | None = None) -> bool:
+        """Wait for ``event`` (the wake-up) or the timeout; meanwhile wake executor threads for
+        jobs left waiting behind a long one (Handoff.spread). True if the event was set."""
+        event = event or self._wake
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            step = min(left, self._work.spread())
+            if event.wait(max(0.0, step)):
+                return True
+            if step >= left:
+                return False
 
     def _on_db_error(self, exc: BaseException) -> None:
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), 30.0)

@@ -241,3 +241,66 @@ def test_worker_runs_on_a_server_side_binding_connection():
     assert (Job.objects.get(pk=flaky.id).status, Job.objects.get(pk=flaky.id).attempts) == (
         JobStatus.COMPLETED, 2)
     assert Job.objects.filter(id__in=ids, status=JobStatus.COMPLETED).count() == 30
+
+
+def test_a_short_job_type_that_runs_long_does_not_hold_back_its_batch():
+    """Jobs of a type known to be short share one woken executor thread (no thread switch per
+    job); when one of them stalls, the main loop wakes idle threads for the others."""
+    import threading
+
+    from django_pgjobs.worker import Worker, WorkerOptions
+
+    gate = threading.Event()
+    ran_on: dict[str, int] = {}
+
+    @handler("test.quick")
+    def quick(job):
+        ran_on[job.config["name"]] = threading.get_ident()
+        if job.config["name"] == "stall":
+            assert gate.wait(10)
+
+    try:
+        enqueue("test.quick", {"name": "stall"}, priority=5)  # claimed first, in one batch
+        enqueue_many("test.quick", [{"name": f"o{i}"} for i in range(3)])
+        worker = Worker(WorkerOptions.from_settings(
+            burst=True, listen=False, install_signal_handlers=False, concurrency=4))
+        worker._work.ran("test.quick", 0.00001)  # its runs so far were short
+        t = threading.Thread(target=worker.run)
+        t.start()
+        try:
+            eventually(lambda: Job.objects.filter(status="COMPLETED").count() == 3, timeout=10,
+                       message="the other jobs completed while the first one stalls")
+            assert Job.objects.get(config__name="stall").status == "RUNNING"
+        finally:
+            gate.set()
+            t.join(15)
+        assert not t.is_alive() and worker.exit_code == 0
+    finally:
+        registry.unregister("test.quick")
+    assert Job.objects.filter(status="COMPLETED").count() == 4
+    assert ran_on["stall"] not in {ran_on[f"o{i}"] for i in range(3)}
+
+
+def test_a_batch_of_short_jobs_runs_on_one_executor_thread():
+    import threading
+
+    from django_pgjobs.worker import Worker, WorkerOptions
+
+    threads: list[int] = []
+
+    @handler("test.quick")
+    def quick(job):
+        threads.append(threading.get_ident())
+        time.sleep(0.0002)  # lets go of the GIL, like a short query: woken threads would run some
+
+    try:
+        enqueue_many("test.quick", [{}] * 8)
+        worker = Worker(WorkerOptions.from_settings(
+            burst=True, listen=False, install_signal_handlers=False, concurrency=8))
+        worker._work.ran("test.quick", 0.00001)
+        worker._work.grace = 10.0  # never spread: this test is about the batch alone
+        assert worker.run() == 0
+    finally:
+        registry.unregister("test.quick")
+    assert Job.objects.filter(status="COMPLETED").count() == 8
+    assert len(threads) == 8 and len(set(threads)) == 1  # one claim, one woken thread
