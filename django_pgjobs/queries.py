@@ -72,11 +72,12 @@ def _prepares(alias: str) -> bool:
 
 
 @async_unsafe
-def _prepared_cursor(using: str | None) -> Any:
+def _prepared_cursor(using: str | None, slot: int = 0) -> Any:
     """A Django cursor wrapper (its checks, error wrapping, query logging and
-    execute_wrappers) around this connection's _PreparingCursor, kept open across calls;
-    Django's own cursor when PGJOBS["PREPARED_STATEMENTS"] says no. Not a context manager:
-    the cursor stays with the connection (it holds nothing but the last statement's rows)."""
+    execute_wrappers) around one of this connection's _PreparingCursors, kept open across
+    calls (``slot``: two statements pipelined need two); Django's own cursor when
+    PGJOBS["PREPARED_STATEMENTS"] says no. Not a context manager: the cursor stays with the
+    connection (it holds nothing but the last statement's rows)."""
     alias = using or conf.get("DATABASE")
     conn = connections[alias]
     if not _prepares(alias):
@@ -85,17 +86,37 @@ def _prepared_cursor(using: str | None) -> Any:
     conn.ensure_connection()
     conn.validate_thread_sharing()
     pg = conn.connection
-    cur = getattr(conn, "_pgjobs_prepared", None)
-    if cur is None or cur.connection is not pg or cur.closed:  # first use, or reconnected
+    cursors = getattr(conn, "_pgjobs_prepared", None)
+    if cursors is None or cursors[0].connection is not pg:  # first use, or reconnected
         with conn.wrap_database_errors:
-            cur = _PreparingCursor(pg)
+            cursors = (_PreparingCursor(pg), _PreparingCursor(pg))
             client = conn.create_cursor()  # carries Django's time zone loader, if it set one
             loader = client.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
             client.close()
         if loader is not pg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT):
-            cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
-        conn._pgjobs_prepared = cur  # type: ignore[attr-defined]  # one per connection
+            for cur in cursors:
+                cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
+        conn._pgjobs_prepared = cursors  # type: ignore[attr-defined]  # kept per connection
+    cur = cursors[slot]
     return conn.make_debug_cursor(cur) if conn.queries_logged else conn.make_cursor(cur)
+
+
+def use_generic_plans(using: str | None = None) -> None:
+    """Plan the worker's prepared statements once per connection (plan_cache_mode
+    force_generic_plan). PostgreSQL would otherwise re-plan the claim at every execution:
+    a generic plan's estimate (it cannot know the LIMIT) never looks cheaper than a custom one,
+    though both walk the same indexes (the statements are written so that they do: see _CLAIMED
+    and _FINALIZE; tests/integration/test_guards.py checks the generic plans). Planning and
+    parsing were ~18% of the backend's time per job. Only for the worker's own connection."""
+    alias = using or conf.get("DATABASE")
+    if not _prepares(alias):
+        return
+    conn = connections[alias]
+    conn.ensure_connection()
+    if not getattr(conn.connection, "_pgjobs_generic_plans", False):
+        with conn.cursor() as cur:
+            cur.execute("SET plan_cache_mode = force_generic_plan")
+        conn.connection._pgjobs_generic_plans = True  # a new connection sets it again
 
 
 # --- enqueue -----------------------------------------------------------------------------------
@@ -218,8 +239,7 @@ SET status = 'RUNNING',
     started_at = now(),
     finished_at = NULL,
     updated_at = now()
-FROM picked
-WHERE j.id = picked.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
           j.trace_id, j.tenant_id, j.lease_token, j.created_at, j.cancel_requested
 """
@@ -365,9 +385,13 @@ def claim(
         return []
     params = _claim_params(worker_id=worker_id, types=types, queues=queues, limit=limit,
                            lease_seconds=lease_seconds, after_tenant=after_tenant)
-    with _cursor(using) as cur:
-        cur.execute(_CLAIM_FAIR if fair else _CLAIM, params)
-        return _rows(cur)
+    if fair:  # not prepared: its generic plan is not checked (loose index scan per tenant)
+        with _cursor(using) as cur:
+            cur.execute(_CLAIM_FAIR, params)
+            return _rows(cur)
+    cur = _prepared_cursor(using)
+    cur.execute(_CLAIM, params)
+    return _rows(cur)
 
 
 def _claim_params(
@@ -491,9 +515,9 @@ def finalize(completions: Sequence[Completion], using: str | None = None) -> set
     """
     if not completions:
         return set()
-    with _cursor(using) as cur:
-        cur.execute(_FINALIZE, _finalize_params(completions))
-        return {r[0] for r in cur.fetchall()}
+    cur = _prepared_cursor(using)
+    cur.execute(_FINALIZE, _finalize_params(completions))
+    return {r[0] for r in cur.fetchall()}
 
 
 def _server_side_binding(using: str | None) -> bool:
@@ -525,15 +549,26 @@ def finalize_and_claim(
     ``claim_args`` are those of :func:`claim`. Two statements sent together (one implicit
     transaction); each keeps its own fence: the finalize writes only runs whose lease we hold,
     the claim locks with SKIP LOCKED. With nothing to record or nothing to claim, it is the one
-    statement that has work. Under server-side binding (prepared statements hold one command)
-    it takes two round trips.
+    statement that has work. Prepared (PGJOBS["PREPARED_STATEMENTS"]), they travel in one
+    pipeline; otherwise as one multi-statement query, or in two round trips under Django's
+    server-side binding (which takes one statement per query).
     """
-    if (not completions or claim_args["limit"] <= 0 or not claim_args["types"]
-            or _server_side_binding(using)):
-        return finalize(completions, using=using), claim(using=using, **claim_args)
+    alias = using or conf.get("DATABASE")
+    if not completions or claim_args["limit"] <= 0 or not claim_args["types"]:
+        return finalize(completions, using=alias), claim(using=alias, **claim_args)
     fair = claim_args.pop("fair", False)
+    if _prepares(alias) and not fair:
+        conn = connections[alias]
+        fin, cl = _prepared_cursor(alias, 0), _prepared_cursor(alias, 1)
+        with conn.wrap_database_errors, conn.connection.pipeline():  # errors come at the sync
+            fin.execute(_FINALIZE, _finalize_params(completions))
+            cl.execute(_CLAIM, _claim_params(**claim_args))
+        return {r[0] for r in fin.fetchall()}, _rows(cl)
+    if _server_side_binding(alias):
+        return (finalize(completions, using=alias),
+                claim(using=alias, fair=fair, **claim_args))
     params = {**_claim_params(**claim_args), **_finalize_params(completions)}
-    with _cursor(using) as cur:
+    with _cursor(alias) as cur:
         cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
         written = {r[0] for r in cur.fetchall()}
         cur.nextset()

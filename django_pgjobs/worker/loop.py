@@ -192,6 +192,8 @@ class Worker:
             if not self._statistics_checked:  # a fresh table gets planner statistics first
                 queries.analyze_if_never_analyzed(using=self.using)
                 self._statistics_checked = True
+            if not self.options.inline:  # the caller's connection is not ours to configure
+                queries.use_generic_plans(using=self.using)
             self.maintain()
             claimed = self.finalize_and_claim()
             self._db_backoff = 0.0

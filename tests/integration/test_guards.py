@@ -105,3 +105,78 @@ def test_lease_fenced_writes_join_on_the_primary_key_after_a_burst():
         plan = "\n".join(r[0] for r in sql("EXPLAIN " + statement, params))
         assert "pgjobs_job_pkey" in plan and "pgjobs_job_lease_idx" not in plan, (
             f"the {name} statement does not look its rows up by id:\n{plan}")
+
+
+def _explain_generic(name: str, statement: str, types: dict[str, str], args: dict) -> str:
+    """EXPLAIN the plan a worker's connection caches for ``statement`` (prepared, planned
+    once: plan_cache_mode force_generic_plan, as queries.use_generic_plans sets it)."""
+    import re
+
+    order = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
+    positional = re.sub(r"%\((\w+)\)s", lambda m: f"${order.index(m.group(1)) + 1}", statement)
+    sql("SET plan_cache_mode = force_generic_plan")
+    try:
+        sql(f"PREPARE {name} ({', '.join(types[n] for n in order)}) AS {positional}")
+        placeholders = ", ".join(["%s"] * len(order))
+        plan = "\n".join(r[0] for r in sql(f"EXPLAIN EXECUTE {name} ({placeholders})",
+                                           [args[n] for n in order]))
+        sql(f"DEALLOCATE {name}")
+    finally:
+        sql("RESET plan_cache_mode")
+    return plan
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("history", ["finished", "burst"])
+def test_the_workers_generic_plans_walk_the_same_indexes(history):
+    """The claim and the finalize are planned once per worker connection (their generic plan
+    cannot know the LIMIT nor the number of completions): the claim must still walk the
+    partial index and update its rows by id, the finalize find its rows by id, both after a
+    history of finished jobs and right after a burst of enqueues."""
+    from uuid import uuid4
+
+    from django_pgjobs import queries
+    from django_pgjobs.queries import Completion
+
+    if history == "finished":
+        sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', "
+            "'COMPLETED', now() FROM generate_series(1, 20000)")
+    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
+    sql("ANALYZE pgjobs_job")
+    claim = _explain_generic(
+        "pgjobs_test_claim", queries._CLAIM,
+        {"types": "text[]", "all_queues": "boolean", "queues": "text[]", "limit": "integer",
+         "worker": "text", "lease": "double precision"},
+        {"types": ["test.noop"], "all_queues": True, "queues": [], "limit": 50, "worker": "w",
+         "lease": 30.0})
+    assert "pgjobs_job_claim_idx" in claim and "pgjobs_job_pkey" in claim, claim
+    assert "Seq Scan on pgjobs_job" not in claim and "Hash Join" not in claim, claim
+    completions = [Completion(id=i, token=uuid4(), attempt=1, status=JobStatus.COMPLETED)
+                   for i in range(1, 51)]
+    finalize = _explain_generic(
+        "pgjobs_test_finalize", queries._FINALIZE,
+        {"completions": "text", "n_completions": "integer"},
+        queries._finalize_params(completions))
+    assert "pgjobs_job_pkey" in finalize and "Seq Scan on pgjobs_job" not in finalize, finalize
+    assert "pgjobs_job_lease_idx" not in finalize, finalize
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_plans_its_statements_once_on_its_own_connection_only():
+    from django.db import connection
+
+    from django_pgjobs import enqueue, queries
+    from tests.conftest import run_worker
+
+    enqueue("test.noop", {})
+    run_worker()
+    assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"  # the worker's connection
+    connection.close()
+    enqueue("test.noop", {})
+    assert sql_one("SHOW plan_cache_mode") == "auto"  # an ordinary connection: untouched
+    from django_pgjobs.testing import run_jobs
+
+    run_jobs()  # inline, on the caller's connection
+    assert sql_one("SHOW plan_cache_mode") == "auto"
+    queries.use_generic_plans()
+    assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"

@@ -179,3 +179,35 @@ def test_manual_retry_and_cancel():
     assert (job.status, job.attempts) == ("PENDING", 0)
     assert queries.cancel([a.id]) == ([a.id], [])
     assert Job.objects.get(pk=a.id).status == "CANCELLED"
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_finalize_and_claim_raises_djangos_errors_when_the_connection_is_gone(settings, prepared):
+    """The pipelined statements fail at the sync, outside Django's cursor: still wrapped, so
+    the worker's `except OperationalError` (django.db) sees them and reconnects."""
+    from django.db import OperationalError, connection
+
+    settings.PGJOBS = {"PREPARED_STATEMENTS": prepared}
+    enqueue_many("test.echo", [{}] * 3)
+    rows = claim(limit=1)
+    done = [Completion(id=rows[0].id, token=rows[0].lease_token, attempt=1, status="COMPLETED")]
+    pid = sql_one("SELECT pg_backend_pid()")
+    import psycopg
+
+    with psycopg.connect(_conninfo(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    with pytest.raises(OperationalError):
+        queries.finalize_and_claim(done, worker_id="w1", types=TYPES, queues=None, limit=2,
+                                   lease_seconds=30.0)
+    connection.close()
+    written, more = queries.finalize_and_claim(done, worker_id="w1", types=TYPES, queues=None,
+                                               limit=2, lease_seconds=30.0)
+    assert written == {rows[0].id} and len(more) == 2
+
+
+def _conninfo() -> str:
+    from django.db import connection
+
+    p = connection.get_connection_params()
+    return " ".join(f"{k}={v}" for k, v in p.items()
+                    if k in ("host", "port", "dbname", "user", "password") and v)

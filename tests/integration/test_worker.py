@@ -226,8 +226,11 @@ def test_priority_is_honoured_by_a_single_thread():
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "server_binding"])
-def test_worker_runs_on_a_server_side_binding_connection():
-    """DATABASES OPTIONS server_side_binding=True (prepared statements) runs every job too."""
+@pytest.mark.parametrize("prepared", [True, False])
+def test_worker_runs_on_a_server_side_binding_connection(settings, prepared):
+    """DATABASES OPTIONS server_side_binding=True runs every job too, our statements prepared
+    or not (then finalize and claim take two round trips)."""
+    settings.PGJOBS = {"PREPARED_STATEMENTS": prepared}
     ok = enqueue("test.echo", {"n": 1}, using="server_binding")
     flaky = enqueue("test.behave", {"do": "flaky", "fail_times": 1}, using="server_binding")
     ids = enqueue_many("test.noop", [{}] * 30, using="server_binding")
@@ -304,3 +307,19 @@ def test_a_batch_of_short_jobs_runs_on_one_executor_thread():
         registry.unregister("test.quick")
     assert Job.objects.filter(status="COMPLETED").count() == 8
     assert len(threads) == 8 and len(set(threads)) == 1  # one claim, one woken thread
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_the_hot_path_with_and_without_prepared_statements(settings, prepared):
+    """Prepared: finalize and claim are planned once and pipelined; not prepared (behind a
+    pooler that cannot hold them): one multi-statement query. Same outcomes."""
+    settings.PGJOBS = {"PREPARED_STATEMENTS": prepared}
+    flaky = enqueue("test.behave", {"do": "flaky", "fail_times": 1})
+    ids = enqueue_many("test.echo", [{"n": i} for i in range(30)])
+    drain(concurrency=4)
+    assert Job.objects.filter(id__in=ids, status=JobStatus.COMPLETED).count() == 30
+    assert Job.objects.get(pk=ids[7]).result == {"echo": {"n": 7}}
+    assert Job.objects.get(pk=flaky.id).status == JobStatus.COMPLETED
+    statements = sql("SELECT statement FROM pg_prepared_statements")  # this thread ran the worker
+    assert any("jsonb_to_recordset" in s for (s,) in statements) is prepared
+    assert any("FOR UPDATE SKIP LOCKED" in s for (s,) in statements) is prepared
