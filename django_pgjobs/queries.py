@@ -241,7 +241,7 @@ SET status = 'RUNNING',
     updated_at = now()
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
-          j.trace_id, j.tenant_id, j.lease_token, j.created_at, j.cancel_requested
+          j.trace_id, j.tenant_id, j.lease_token::text, j.created_at, j.cancel_requested
 """
 
 _CLAIM = f"""
@@ -334,7 +334,7 @@ class ClaimedRow:
     max_attempts: int
     trace_id: str | None
     tenant_id: str | None
-    lease_token: UUID
+    lease_token: str  # as text: it only travels back to the database
     created_at: datetime
     cancel_requested: bool
     config_error: str | None = None  # the stored config cannot be decoded: fail, never run
@@ -345,8 +345,8 @@ def _rows(cur) -> list[ClaimedRow]:
     for r in cur.fetchall():
         config, config_error = _decode_config(r[4])
         claimed.append(ClaimedRow(
-            r[0], r[1], r[2], r[3], config, r[5], r[6], r[7], r[8],
-            r[9] if isinstance(r[9], UUID) else UUID(str(r[9])), r[10], r[11], config_error))
+            r[0], r[1], r[2], r[3], config, r[5], r[6], r[7], r[8], r[9], r[10], r[11],
+            config_error))
     claimed.sort(key=lambda c: (-c.priority, c.id))
     return claimed
 
@@ -487,7 +487,7 @@ class Completion:
     """What a worker writes when a run ends. ``status`` PENDING means: retry later."""
 
     id: int
-    token: UUID
+    token: str | UUID  # the lease token; text on the worker's path
     attempt: int
     status: str
     result: dict[str, Any] | None = None
@@ -586,7 +586,7 @@ RETURNING j.id, j.cancel_requested
 
 
 def heartbeat(
-    leases: Sequence[tuple[int, UUID]], lease_seconds: float, using: str | None = None
+    leases: Sequence[tuple[int, UUID | str]], lease_seconds: float, using: str | None = None
 ) -> dict[int, bool]:
     """Extend the leases we still hold. Returns {job id: cancel_requested}; a missing id is lost."""
     if not leases:
@@ -618,7 +618,7 @@ RETURNING j.id
 
 
 def release(
-    leases: Sequence[tuple[int, UUID]],
+    leases: Sequence[tuple[int, UUID | str]],
     *,
     reason: str,
     refund_attempt: bool = True,

@@ -150,7 +150,7 @@ def run_task_job(job: JobContext) -> dict[str, Any]:
     result = _load_result(job)
     task = result.task
     sender = type(task.get_backend())
-    _running[(job.id, job.lease_token)] = result
+    _running[(job.id, job._lease)] = result
     task_started.send(sender=sender, task_result=result)
     if task.takes_context:
         value = task.call(PgJobsTaskContext(task_result=result, job=job), *result.args,
@@ -195,7 +195,7 @@ def _send_task_finished(
     ``task_result.status`` is SUCCESSFUL or FAILED when the task is done, READY when a retry is
     scheduled. Nothing is sent when the lease had been lost (another worker owns the task).
     """
-    result = _running.pop((job.id, job.lease_token), None)
+    result = _running.pop((job.id, job._lease), None)
     if result is None or not applied:
         return
     _apply(result, completion)

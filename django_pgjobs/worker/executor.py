@@ -132,7 +132,7 @@ def _execute_in_transaction(
 
 def _on_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
     patch, bad_result = _result_patch(value, job)
-    done = Completion(id=job.id, token=job.lease_token, attempt=job.attempts, status="", duration_ms=duration_ms)
+    done = Completion(id=job.id, token=job._lease, attempt=job.attempts, status="", duration_ms=duration_ms)
     if bad_result is not None:
         done.status = JobStatus.FAILED
         done.error = bad_result
@@ -144,7 +144,7 @@ def _on_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
 
 def _on_error(spec: HandlerSpec, job: JobContext, exc: BaseException, duration_ms: int) -> Completion:
     done = Completion(
-        id=job.id, token=job.lease_token, attempt=job.attempts, status=JobStatus.FAILED,
+        id=job.id, token=job._lease, attempt=job.attempts, status=JobStatus.FAILED,
         error=(spec.format_error or format_error)(exc), duration_ms=duration_ms,
     )
     if isinstance(exc, Fail):

@@ -543,7 +543,7 @@ class Worker:
             items = [i for i in self._inflight.values() if i.state in (QUEUED, STARTED)]
         if items:
             held = queries.heartbeat(
-                [(i.job.id, i.job.lease_token) for i in items], o.lease_seconds, using=self.using
+                [(i.job.id, i.job._lease) for i in items], o.lease_seconds, using=self.using
             )
             for item in items:
                 if item.job.id in held:
@@ -581,7 +581,7 @@ class Worker:
                     released.append(item)
         if released:
             queries.release(
-                [(i.job.id, i.job.lease_token) for i in released],
+                [(i.job.id, i.job._lease) for i in released],
                 reason="released unstarted at worker shutdown", using=self.using,
             )
             with self._inflight_lock:
@@ -602,7 +602,7 @@ class Worker:
                     stuck.append(item)
         if stuck:
             queries.release(
-                [(i.job.id, i.job.lease_token) for i in stuck],
+                [(i.job.id, i.job._lease) for i in stuck],
                 reason=f"interrupted: still running after the {self.options.shutdown_timeout}s "
                 "shutdown timeout",
                 using=self.using,

@@ -323,3 +323,23 @@ def test_the_hot_path_with_and_without_prepared_statements(settings, prepared):
     statements = sql("SELECT statement FROM pg_prepared_statements")  # this thread ran the worker
     assert any("jsonb_to_recordset" in s for (s,) in statements) is prepared
     assert any("FOR UPDATE SKIP LOCKED" in s for (s,) in statements) is prepared
+
+
+def test_the_handler_sees_its_lease_token_as_a_uuid():
+    """The worker carries the token as text (it only goes back to the database); handlers
+    still read a UUID, the one in the row while the job runs."""
+    import uuid
+
+    seen = {}
+
+    @handler("test.lease")
+    def lease(job):
+        seen["token"] = job.lease_token
+        seen["row"] = sql("SELECT lease_token FROM pgjobs_job WHERE id = %s", [job.id])[0][0]
+
+    try:
+        enqueue("test.lease", {})
+        run()
+    finally:
+        registry.unregister("test.lease")
+    assert isinstance(seen["token"], uuid.UUID) and seen["token"] == seen["row"]
