@@ -7,11 +7,15 @@ one after another while they are short; other idle threads are woken
 
 - as soon as a job starts whose type usually runs longer than ``short`` (or has not run here
   yet): the jobs behind it get threads at once, as with one handoff per job;
-- by ``spread()``, which the worker's main loop calls while it waits, for jobs that have been
-  waiting ``grace`` seconds (a short type that ran long this time).
+- by ``spread()``, which the worker's main loop calls while it waits: one more thread each time
+  the queue has not moved for ``grace`` seconds (a short type that ran long this time; the
+  thread that took it is stuck in it). A queue that moves is left to its thread: on a busy
+  machine, waking more threads would only add switches (tried: waking every idle thread
+  when the first queued job had waited ``grace`` doubled the worker's CPU per job with two
+  workers on two cores).
 
-So a job never waits for a thread more than ``grace`` (plus the main loop's wake-up) while
-another thread is idle, and a drain of short jobs costs no thread switch per job.
+So the jobs behind a stuck one get a thread within ``grace`` (plus the main loop's wake-up),
+and a drain of short jobs costs no thread switch per job.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Handoff(Generic[T]):
         self._cv = threading.Condition()
         self._items: deque[tuple[float, str, T]] = deque()  # (queued at, job type, item)
         self._idle = 0  # threads waiting in get() and not yet notified
+        self._moved = 0.0  # when the queue last moved: a job taken, a batch queued, a spread
         self._closed = False
         self._typical: dict[str, float] = {}  # job type -> typical run time (EWMA, seconds)
 
@@ -44,6 +49,8 @@ class Handoff(Generic[T]):
             return
         now = time.monotonic()
         with self._cv:
+            if not self._items:
+                self._moved = now
             self._items.extend((now, kind, item) for kind, item in items)
             self._notify(1)
 
@@ -56,21 +63,24 @@ class Handoff(Generic[T]):
                 self._idle += 1
                 self._cv.wait()
             _, kind, item = self._items.popleft()
+            self._moved = time.monotonic()
             if self._items and not self.is_short(kind):
                 self._notify(len(self._items))  # this one may take a while: share the rest
             return item
 
     def spread(self) -> float:
-        """Wake idle threads for jobs waiting longer than ``grace``; returns the seconds until
-        this needs checking again (inf when nothing waits or no thread is idle)."""
+        """Wake one more idle thread if the queue has not moved for ``grace``; returns the
+        seconds until this needs checking again (inf when nothing waits or no thread is idle)."""
         with self._cv:
             if not self._items or not self._idle:
                 return float("inf")
-            waited = time.monotonic() - self._items[0][0]
-            if waited < self.grace:
-                return self.grace - waited
-            self._notify(len(self._items))
-            return float("inf") if not self._idle else self.grace
+            now = time.monotonic()
+            still = now - self._moved
+            if still < self.grace:
+                return self.grace - still
+            self._notify(1)
+            self._moved = now  # the next one only if this one gets stuck too
+            return self.grace if self._idle else float("inf")
 
     def ran(self, kind: str, seconds: float) -> None:
         """Record how long a job of this type ran (feeds ``is_short``)."""
