@@ -117,7 +117,7 @@ class WorkerOptions:
         return base
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class InFlight:
     job: JobContext
     spec: HandlerSpec
@@ -443,9 +443,14 @@ class Worker:
         """Hand claimed jobs to the executor threads (or run them here when inline)."""
         now = time.monotonic()
         items = []
+        handlers: dict[str, tuple[HandlerSpec, float | None]] = {}  # per type, once per batch
         for row in rows:
-            spec = registry.get(row.type)
-            assert spec is not None  # the claim only takes registered types  # noqa: S101
+            handler = handlers.get(row.type)
+            if handler is None:
+                spec = registry.get(row.type)
+                assert spec is not None  # the claim only takes registered types  # noqa: S101
+                handler = handlers[row.type] = (spec, spec.effective_timeout())
+            spec, timeout = handler
             job = JobContext(
                 id=row.id, type=row.type, queue=row.queue, priority=row.priority,
                 config=row.config, attempts=row.attempts, max_attempts=row.max_attempts,
@@ -453,8 +458,7 @@ class Worker:
                 worker_id=self.worker_id, lease_token=row.lease_token,
                 cancel_requested=row.cancel_requested,
             )
-            timeout = spec.effective_timeout()
-            items.append(InFlight(job=job, spec=spec, deadline=(now + timeout) if timeout else None))
+            items.append(InFlight(job, spec, QUEUED, 0.0, (now + timeout) if timeout else None))
         with self._inflight_lock:
             for item in items:
                 self._inflight[item.job.id] = item

@@ -90,6 +90,21 @@ def test_a_short_type_that_runs_long_does_not_hold_back_the_others():
     pool.close()
 
 
+def test_a_queue_that_moves_is_left_to_its_thread():
+    """spread() adds a thread only when the queue stalls, not because jobs have waited: on a
+    busy machine more threads would only wait for a core."""
+    h = Handoff(grace=0.002)
+    h.ran("quick", 0.00001)
+    pool = Pool(h, 4)
+    h.put_many([("quick", (f"quick#{i}", lambda: time.sleep(0.0003))) for i in range(60)])
+    deadline = time.monotonic() + 10
+    while len(pool.ran) < 60 and time.monotonic() < deadline:  # the main loop's checks
+        time.sleep(min(0.0005, h.spread()))
+    _wait_for(lambda: len(pool.ran) == 60)
+    assert len({ident for _, ident in pool.ran}) <= 2  # 60 jobs x 0.3 ms: 18 ms of waiting
+    pool.close()
+
+
 def test_spread_says_when_to_look_again():
     h = Handoff(grace=0.5)
     assert h.spread() == float("inf")  # nothing waits
