@@ -63,6 +63,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             f"PGJOBS['NOTIFY_CHANNEL'] must be a name of 1-63 bytes, got {channel!r}",
             hint="PostgreSQL's pg_notify() refuses longer names: every enqueue would fail",
             id="pgjobs.E009"))
+    if s["PREPARED_STATEMENTS"] not in ("auto", True, False):
+        errors.append(checks.Error(
+            f"PGJOBS['PREPARED_STATEMENTS'] must be 'auto', True or False, got "
+            f"{s['PREPARED_STATEMENTS']!r}", id="pgjobs.E010"))
     if isinstance(s["LEASE_SECONDS"], int | float) and isinstance(s["POLL_INTERVAL"], int | float):
         if s["LEASE_SECONDS"] < 3:
             errors.append(checks.Warning(

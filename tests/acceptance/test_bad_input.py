@@ -157,12 +157,20 @@ def test_ten_thousand_levels_of_nesting_are_refused_before_sql(kind):
         ({"DATABASE": "nope"}, "pgjobs.E006"),
         ({"BACKOFF_JITTER": 1.5}, "pgjobs.E008"),
         ({"LEASE_SECOND": 30}, "pgjobs.E002"),
+        ({"PREPARED_STATEMENTS": "yes"}, "pgjobs.E010"),
+        ({"PREPARED_STATEMENTS": None}, "pgjobs.E010"),
     ],
 )
 def test_invalid_settings_are_numbered_check_errors(settings, pgjobs, check_id):
     settings.PGJOBS = pgjobs
     found = [m.id for m in checks.run_checks() if m.id and m.id.startswith("pgjobs.")]
     assert check_id in found, found
+
+
+@pytest.mark.parametrize("value", ["auto", True, False])
+def test_prepared_statements_accepts_its_three_values(settings, value):
+    settings.PGJOBS = {"PREPARED_STATEMENTS": value}
+    assert "pgjobs.E010" not in [m.id for m in checks.run_checks()]
 
 
 def test_settings_that_are_not_a_dict_are_refused(settings):

@@ -82,7 +82,7 @@ def test_a_worker_an_hour_off_neither_reaps_early_nor_misschedules(start_worker,
     # Not reaped early: the live lease is untouched, and the worker's own 1.5 s run survived
     # its 1 s lease thanks to heartbeats computed on the database clock.
     held = Job.objects.get(pk=live)
-    assert (held.status, held.lease_token, held.locked_by) == (
+    assert (held.status, str(held.lease_token), held.locked_by) == (
         JobStatus.RUNNING, live_token, "elsewhere:1:abc")
     assert f"#{live}" not in w.output() and f"test.behave#{long_run.id}: lease" not in w.output()
     assert Execution.objects.filter(job_id=long_run.id).count() == 1
