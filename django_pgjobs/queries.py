@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from django.db import connections, transaction
 from django.db.backends.postgresql.base import ServerBindingCursor
 from django.utils.asyncio import async_unsafe
@@ -42,6 +43,7 @@ def _cursor(using: str | None):
 
 
 _TIMESTAMPTZ_OID = pg_types["timestamptz"].oid
+_PIPELINE = psycopg.Pipeline.is_supported()  # libpq >= 14 (psycopg[binary] bundles one)
 
 
 class _PreparingCursor(ServerBindingCursor):
@@ -558,6 +560,8 @@ def finalize_and_claim(
         return finalize(completions, using=alias), claim(using=alias, **claim_args)
     fair = claim_args.pop("fair", False)
     if _prepares(alias) and not fair:
+        if not _PIPELINE:  # libpq older than 14: two round trips
+            return finalize(completions, using=alias), claim(using=alias, **claim_args)
         conn = connections[alias]
         fin, cl = _prepared_cursor(alias, 0), _prepared_cursor(alias, 1)
         with conn.wrap_database_errors, conn.connection.pipeline():  # errors come at the sync

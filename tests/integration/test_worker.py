@@ -309,11 +309,14 @@ def test_a_batch_of_short_jobs_runs_on_one_executor_thread():
     assert len(threads) == 8 and len(set(threads)) == 1  # one claim, one woken thread
 
 
-@pytest.mark.parametrize("prepared", [True, False])
-def test_the_hot_path_with_and_without_prepared_statements(settings, prepared):
-    """Prepared: finalize and claim are planned once and pipelined; not prepared (behind a
-    pooler that cannot hold them): one multi-statement query. Same outcomes."""
+@pytest.mark.parametrize(("prepared", "pipeline"), [(True, True), (True, False), (False, True)])
+def test_the_hot_path_with_and_without_prepared_statements(settings, monkeypatch, prepared,
+                                                           pipeline):
+    """Prepared: finalize and claim are planned once and pipelined (two round trips on a libpq
+    without pipelines); not prepared (behind a pooler that cannot hold them): one
+    multi-statement query. Same outcomes."""
     settings.PGJOBS = {"PREPARED_STATEMENTS": prepared}
+    monkeypatch.setattr(queries, "_PIPELINE", pipeline)
     flaky = enqueue("test.behave", {"do": "flaky", "fail_times": 1})
     ids = enqueue_many("test.echo", [{"n": i} for i in range(30)])
     drain(concurrency=4)
