@@ -211,3 +211,26 @@ def _conninfo() -> str:
     p = connection.get_connection_params()
     return " ".join(f"{k}={v}" for k, v in p.items()
                     if k in ("host", "port", "dbname", "user", "password") and v)
+
+
+def test_pipelined_finalize_and_claim_is_seen_by_django_instrumentation():
+    """Query logging (DEBUG, assertNumQueries) and execute_wrapper see both statements."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    enqueue_many("test.echo", [{}] * 3)
+    rows = claim(limit=1)
+    done = [Completion(id=rows[0].id, token=rows[0].lease_token, attempt=1, status="COMPLETED")]
+    wrapped = []
+
+    def wrapper(execute, sql_text, params, many, context):
+        wrapped.append(sql_text)
+        return execute(sql_text, params, many, context)
+
+    with CaptureQueriesContext(connection) as captured, connection.execute_wrapper(wrapper):
+        written, more = queries.finalize_and_claim(done, worker_id="w1", types=TYPES,
+                                                   queues=None, limit=2, lease_seconds=30.0)
+    assert written == {rows[0].id} and len(more) == 2
+    assert len(captured.captured_queries) == 2 and len(wrapped) == 2
+    assert "jsonb_to_recordset" in captured.captured_queries[0]["sql"]
+    assert "SKIP LOCKED" in captured.captured_queries[1]["sql"]
