@@ -494,12 +494,13 @@ class Worker:
             if item.deadline is not None:
                 item.deadline = item.started_at + (item.spec.effective_timeout() or 0)
         job = item.job
-        logger.debug(  # DEBUG: at INFO the one line per job is its outcome (halves log volume)
-            "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
-            job.queue, job.attempts, job.max_attempts, job.trace_id,
-            extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
-                   "trace_id": job.trace_id},
-        )
+        if logger.isEnabledFor(logging.DEBUG):  # at INFO the one line per job is its outcome
+            logger.debug(
+                "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
+                job.queue, job.attempts, job.max_attempts, job.trace_id,
+                extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
+                       "trace_id": job.trace_id},
+            )
         signals.job_started.send(sender=job.type, job=job)
         completion = executor.execute(item.spec, job, using=self.using, inline=self.options.inline)
         self._work.ran(job.type, time.monotonic() - item.started_at)
@@ -512,7 +513,7 @@ class Worker:
             item.state = DONE
         self._finished.put((item, completion))
         ended = self._finished.qsize()
-        if ended == 1 or ended >= self._refill or ended >= self._running_count():
+        if ended == 1 or ended >= self._refill or ended >= len(self._inflight):  # a hint: no lock
             self._wake.set()
 
     def _check_timeouts(self, now: float) -> None:
