@@ -346,3 +346,15 @@ def test_the_handler_sees_its_lease_token_as_a_uuid():
     finally:
         registry.unregister("test.lease")
     assert isinstance(seen["token"], uuid.UUID) and seen["token"] == seen["row"]
+
+
+def test_job_started_is_logged_at_debug_only(caplog):
+    enqueue("test.noop", {})
+    with caplog.at_level(logging.INFO, logger="django_pgjobs.worker"):
+        run()
+    assert not [r for r in caplog.records if getattr(r, "action", "") == "job.started"]
+    enqueue("test.noop", {})
+    with caplog.at_level(logging.DEBUG, logger="django_pgjobs.worker"):
+        run()
+    (started,) = [r for r in caplog.records if getattr(r, "action", "") == "job.started"]
+    assert started.levelno == logging.DEBUG and started.job_type == "test.noop"
