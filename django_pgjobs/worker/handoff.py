@@ -11,8 +11,8 @@ one after another while they are short; other idle threads are woken
   the queue has not moved for ``grace`` seconds (a short type that ran long this time; the
   thread that took it is stuck in it). A queue that moves is left to its thread: on a busy
   machine, waking more threads would only add switches (tried: waking every idle thread
-  when the first queued job had waited ``grace`` doubled the worker's CPU per job with two
-  workers on two cores).
+  when the first queued job had waited ``grace`` raised the worker's CPU per job from ~50 to
+  ~75 µs with two workers on two cores).
 
 So the jobs behind a stuck one get a thread within ``grace`` (plus the main loop's wake-up),
 and a drain of short jobs costs no thread switch per job.
