@@ -43,8 +43,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ERROR_CHARS": 16 * 1024,
     # Modules imported in every installed app to find @handler and Django @task definitions.
     "AUTODISCOVER_MODULES": ["jobs", "tasks"],
-    # Prepare enqueue's INSERT on the server, once per connection (psycopg's protocol-level
-    # prepared statements, whatever Django's prepare_threshold): "auto" does so unless the
+    # Prepare enqueue's INSERT and the worker's finalize and claim on the server, once per
+    # connection (psycopg's protocol-level prepared statements, whatever Django's
+    # prepare_threshold; the worker also plans them once): "auto" does so unless the
     # database sets DISABLE_SERVER_SIDE_CURSORS, Django's sign of a transaction-mode pooler.
     # Set False behind a pooler that cannot hold prepared statements (PgBouncer < 1.21 in
     # transaction mode), True to force it.

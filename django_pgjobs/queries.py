@@ -556,21 +556,20 @@ def finalize_and_claim(
     server-side binding (which takes one statement per query).
     """
     alias = using or conf.get("DATABASE")
-    if not completions or claim_args["limit"] <= 0 or not claim_args["types"]:
+    fair = claim_args.get("fair", False)
+    pipelined = _prepares(alias) and not fair  # the fair claim is never prepared
+    if (not completions or claim_args["limit"] <= 0 or not claim_args["types"]
+            or (pipelined and not _PIPELINE)  # libpq older than 14
+            or (not pipelined and _server_side_binding(alias))):  # one statement per query
         return finalize(completions, using=alias), claim(using=alias, **claim_args)
-    fair = claim_args.pop("fair", False)
-    if _prepares(alias) and not fair:
-        if not _PIPELINE:  # libpq older than 14: two round trips
-            return finalize(completions, using=alias), claim(using=alias, **claim_args)
+    claim_args.pop("fair", None)
+    if pipelined:
         conn = connections[alias]
         fin, cl = _prepared_cursor(alias, 0), _prepared_cursor(alias, 1)
         with conn.wrap_database_errors, conn.connection.pipeline():  # errors come at the sync
             fin.execute(_FINALIZE, _finalize_params(completions))
             cl.execute(_CLAIM, _claim_params(**claim_args))
         return {r[0] for r in fin.fetchall()}, _rows(cl)
-    if _server_side_binding(alias):
-        return (finalize(completions, using=alias),
-                claim(using=alias, fair=fair, **claim_args))
     params = {**_claim_params(**claim_args), **_finalize_params(completions)}
     with _cursor(alias) as cur:
         cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)

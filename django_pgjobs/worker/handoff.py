@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-GRACE = 0.001  # seconds a queued job may wait while a thread is idle
+GRACE = 0.001  # seconds the queue may stand still while a thread is idle
 SHORT = 0.001  # typical run time (seconds) under which a job type shares a woken thread
 _EWMA = 0.25  # weight of the newest run in a type's typical run time
 
@@ -37,7 +37,7 @@ class Handoff(Generic[T]):
         self.grace = grace
         self.short = short
         self._cv = threading.Condition()
-        self._items: deque[tuple[float, str, T]] = deque()  # (queued at, job type, item)
+        self._items: deque[tuple[str, T]] = deque()  # (job type, item)
         self._idle = 0  # threads waiting in get() and not yet notified
         self._moved = 0.0  # when the queue last moved: a job taken, a batch queued, a spread
         self._closed = False
@@ -47,11 +47,10 @@ class Handoff(Generic[T]):
         """Queue (job type, item) pairs; wakes one idle thread."""
         if not items:
             return
-        now = time.monotonic()
         with self._cv:
             if not self._items:
-                self._moved = now
-            self._items.extend((now, kind, item) for kind, item in items)
+                self._moved = time.monotonic()
+            self._items.extend(items)
             self._notify(1)
 
     def get(self) -> T | None:
@@ -62,7 +61,7 @@ class Handoff(Generic[T]):
                     return None
                 self._idle += 1
                 self._cv.wait()
-            _, kind, item = self._items.popleft()
+            kind, item = self._items.popleft()
             self._moved = time.monotonic()
             if self._items and not self.is_short(kind):
                 self._notify(len(self._items))  # this one may take a while: share the rest
@@ -96,9 +95,6 @@ class Handoff(Generic[T]):
         with self._cv:
             self._closed = True
             self._cv.notify_all()
-
-    def pending(self) -> int:
-        return len(self._items)
 
     def _notify(self, n: int) -> None:
         n = min(n, self._idle)

@@ -689,18 +689,16 @@ class Worker:
             if ended == before or time.monotonic() >= deadline:
                 break
 
-    def _sleep(self, timeout: float, event: threading.Event | None = None) -> bool:
+    def _sleep(self, timeout: float, event: threading.Event | None = None) -> None:
         """Wait for ``event`` (the wake-up) or the timeout; meanwhile wake executor threads for
-        jobs left waiting behind a long one (Handoff.spread). True if the event was set."""
+        jobs left waiting behind a long one (Handoff.spread)."""
         event = event or self._wake
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             step = min(left, self._work.spread())
-            if event.wait(max(0.0, step)):
-                return True
-            if step >= left:
-                return False
+            if event.wait(max(0.0, step)) or step >= left:
+                return
 
     def _on_db_error(self, exc: BaseException) -> None:
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), 30.0)
