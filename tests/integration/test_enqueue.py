@@ -327,3 +327,47 @@ def test_prepared_insert_returns_the_times_django_reads_back():
     assert job.created_at.utcoffset() is not None
     assert (job.created_at, job.run_after, job.updated_at) == (
         row.created_at, row.run_after, row.updated_at)
+
+
+def test_the_returned_job_is_the_row_read_back():
+    job = enqueue("test.echo", {"n": 1}, trace_id="t-1", unique_key="k-1")
+    row = Job.objects.get(pk=job.id)
+    for field in Job._meta.concrete_fields:
+        assert getattr(job, field.attname) == getattr(row, field.attname), field.attname
+    assert job.get_deferred_fields() == set()
+    assert (job._state.adding, job._state.db) == (False, "default")
+    job.result = {"noted": True}
+    job.save(update_fields=["result"])  # a normal saved instance: UPDATE, not INSERT
+    assert Job.objects.get(pk=job.id).result == {"noted": True}
+    assert Job.objects.count() == 1
+
+
+def test_a_post_init_receiver_sees_the_returned_job():
+    from django.db.models.signals import post_init
+
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Job)
+    try:
+        job = enqueue("test.echo", {"n": 1})
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert seen == [job] and seen[0] is job
+    assert job.config == {"n": 1} and job.get_deferred_fields() == set()
+
+
+def test_a_database_error_in_enqueue_is_djangos_and_the_transaction_rolls_back():
+    sql("""CREATE FUNCTION pgjobs_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN RAISE EXCEPTION 'refused by test' USING ERRCODE = 'check_violation'; END $$""")
+    sql("CREATE TRIGGER pgjobs_test_refuse BEFORE INSERT ON pgjobs_job "
+        "FOR EACH ROW EXECUTE FUNCTION pgjobs_test_refuse()")
+    try:
+        with pytest.raises(IntegrityError, match="refused by test"), transaction.atomic():
+            enqueue("test.echo", {"n": 1})
+        assert Job.objects.count() == 0  # the connection is usable again
+    finally:
+        sql("DROP TRIGGER pgjobs_test_refuse ON pgjobs_job")
+        sql("DROP FUNCTION pgjobs_test_refuse()")
