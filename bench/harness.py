@@ -4,6 +4,7 @@ For every selected system, in one run:
 
   enqueue_single      N jobs, one per transaction, through the system's public enqueue API
   enqueue_single_plain (raw only) the same with a plain INSERT into a table without trigger
+  enqueue_single_sql  (django-pgjobs only) the INSERT enqueue() sends, from raw psycopg
   enqueue_bulk        one bulk call of N jobs (COPY for raw)
   drain_w1 / drain_w2 N pending no-op jobs, 1 or 2 worker processes, burst mode where the
                       system has one
@@ -427,6 +428,46 @@ def stop_profiler(prof) -> None:
     prof.wait(10)
 
 
+# --- single enqueues, every system in turn ----------------------------------------------------
+
+SINGLE_METRICS = ("enqueue_single", "enqueue_single_sql", "enqueue_single_plain")
+
+
+def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None:
+    """One-job transactions of every system, repetition by repetition (A B C, B C A, ...).
+
+    A one-job transaction waits for its commit's WAL flush, whose latency drifts over minutes
+    on a shared machine (here the same client's median moved by 1.5x between runs): measured
+    one system after another, the ratios followed the drift. Taking turns, each system's
+    samples see the same stretches of it. The per-system phase later skips what is done here.
+    """
+    pairs = [(s, cmd) for s in systems if not s.skip_reason for cmd in SINGLE_METRICS
+             if cmd in s.metrics and cmd in ctx.metrics]
+    if not pairs:
+        return
+    for s in {s.key: s for s, _ in pairs}.values():
+        setup_schema(ctx, s)
+    n, samples = ctx.cfg["enqueue_single_n"], {(s.key, cmd): [] for s, cmd in pairs}
+    log(f"single enqueues: {len(pairs)} series, {ctx.cfg['reps']} turns, {n:,} jobs each")
+    for rep in range(ctx.cfg["reps"]):
+        k = rep % len(pairs)
+        for s, cmd in pairs[k:] + pairs[:k]:
+            def one(s=s, cmd=cmd):
+                reset(s)
+                return client(ctx, s, cmd, n)
+            try:
+                samples[(s.key, cmd)].append(measured(ctx, f"{s.key} {cmd}", one))
+            except Exception as exc:  # noqa: BLE001 - that series is reported as failed
+                results["systems"].setdefault(s.key, {}).setdefault("phase_errors", []).append(
+                    f"{cmd}: {exc}")
+                log(f"  {s.key:14s} {cmd:22s} FAILED: {exc}")
+    for (key, cmd), got in samples.items():
+        if len(got) == ctx.cfg["reps"]:
+            results["systems"].setdefault(key, {}).setdefault("metrics", {})[cmd] = {
+                "samples": got, "interleaved": True}
+            log(f"  {key:14s} {cmd:22s} {summarize(cmd, got)}")
+
+
 # --- per system -------------------------------------------------------------------------------
 
 
@@ -435,8 +476,8 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     m = result["metrics"]
 
     def record(metric: str, fn) -> None:
-        if metric not in system.metrics or metric not in ctx.metrics:
-            return
+        if metric not in system.metrics or metric not in ctx.metrics or metric in m:
+            return  # not this system's, not asked for, or measured by enqueue_single_phase
         if ctx.deadline and time.monotonic() > ctx.deadline:
             result["errors"].append(f"{metric}: skipped, the run's time budget is spent")
             return
@@ -471,6 +512,7 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     setup_schema(ctx, system)
     record("enqueue_single", lambda: enqueue("enqueue_single", cfg["enqueue_single_n"]))
     record("enqueue_single_plain", lambda: enqueue("enqueue_single_plain", cfg["enqueue_single_n"]))
+    record("enqueue_single_sql", lambda: enqueue("enqueue_single_sql", cfg["enqueue_single_n"]))
     record("enqueue_bulk", lambda: enqueue("enqueue_bulk", cfg["enqueue_bulk_n"]))
     drains = {"drain_w1", "drain_w2", "drain_w1_nostats", "drain_w1_burststats", "drain_w1_finished"}
     n = drain_n(ctx, system, result) if ctx.metrics & drains & set(system.metrics) else 0
@@ -636,7 +678,7 @@ def main(argv: list[str]) -> int:
             keys.append(k)
     from systems import ALL_METRICS
     ctx.metrics = (set(args.metrics.split(",")) if args.metrics
-                   else set(ALL_METRICS) | {"enqueue_single_plain"})
+                   else set(ALL_METRICS) | {"enqueue_single_plain", "enqueue_single_sql"})
 
     def on_signal(signum, frame):
         log(f"signal {signum}: stopping every child process")
@@ -672,8 +714,14 @@ def main(argv: list[str]) -> int:
     t_run = time.monotonic()
     if ctx.cfg.get("total_budget_s") and ctx.deadline is None:
         ctx.deadline = time.monotonic() + ctx.cfg["total_budget_s"] * 1.5
+    try:
+        enqueue_single_phase(ctx, systems, results)
+    finally:
+        procs.kill_all()
     for s in systems:
-        r = {"label": s.label, "metrics": {}, "errors": [], "skipped": s.skip_reason,
+        early = results["systems"].get(s.key, {})
+        r = {"label": s.label, "metrics": early.get("metrics", {}),
+             "errors": early.get("phase_errors", []), "skipped": s.skip_reason,
              "settings": "", "versions": {}}
         results["systems"][s.key] = r
         if s.skip_reason:

@@ -86,6 +86,18 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
     if a is not None and b is not None:
         out.append(("(info) enqueue single vs raw INSERT + NOTIFY",
                     f"{a[0] / b[0]:.2f}× ({fmt_rate(a[0])} vs {fmt_rate(b[0])} jobs/s)", "—", None))
+    # Where the gap is: the same INSERT from raw psycopg into django-pgjobs' table (the schema's
+    # cost: constraints, indexes, NOTIFY), and enqueue() against it (the library's Python).
+    sql_only = metric(res, PGJOBS, "enqueue_single_sql")
+    plain = metric(res, RAW, "enqueue_single_plain")
+    if sql_only is not None and plain is not None:
+        out.append(("(info) django-pgjobs' INSERT from raw psycopg vs raw single INSERT",
+                    f"{sql_only[0] / plain[0]:.2f}× ({fmt_rate(sql_only[0])} vs "
+                    f"{fmt_rate(plain[0])} jobs/s)", "—", None))
+    if sql_only is not None and a is not None:
+        out.append(("(info) enqueue single vs its INSERT from raw psycopg",
+                    f"{a[0] / sql_only[0]:.2f}× ({fmt_rate(a[0])} vs "
+                    f"{fmt_rate(sql_only[0])} jobs/s)", "—", None))
     rel("enqueue_many vs pg-boss bulk", metric(res, PGJOBS, "enqueue_bulk"),
         metric(res, "pgboss", "enqueue_bulk"), 1.5, "pg-boss")
     for key, limit in (("p50", 1.5), ("p99", 10.0)):
@@ -165,6 +177,9 @@ def render_md(res: dict) -> str:
             if name == "enqueue_single" and k == RAW:
                 plain = metric(res, k, "enqueue_single_plain")
                 row.append(cell(m) + (f"<br>plain INSERT: {cell(plain)}" if plain else ""))
+            elif name == "enqueue_single" and k == PGJOBS:
+                own = metric(res, k, "enqueue_single_sql")
+                row.append(cell(m) + (f"<br>its INSERT, raw psycopg: {cell(own)}" if own else ""))
             else:
                 row.append(cell(m))
         for key in ("p50", "p95", "p99"):

@@ -140,6 +140,7 @@ class PgJobs(System):
     vacuum = ["pgjobs_job"]
     remaining_sql = "SELECT count(*) FROM pgjobs_job WHERE status IN ('PENDING', 'RUNNING')"
     project = BENCH / "pgjobs_bench"
+    metrics = ALL_METRICS + ("enqueue_single_sql",)
 
     def build(self):
         src = Path(os.environ.get("BENCH_PROJECT_DIR", envs.REPO_DIR))
