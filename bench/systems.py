@@ -386,8 +386,10 @@ class PgBoss(System):
                 "with SIGTERM once the drain is complete)")
 
 
+# Run order: the targets' references first (raw limit, pg-boss, PgQueuer), so that a run whose
+# time budget runs out on a slow machine skips the slowest peers, not the comparisons that matter.
 SYSTEMS: dict[str, type[System]] = {
-    cls.key: cls for cls in (PgJobs, RawLimit, RawPerJob, Procrastinate, TasksDB, PgQueuer, PgBoss)
+    cls.key: cls for cls in (PgJobs, RawLimit, PgBoss, PgQueuer, RawPerJob, Procrastinate, TasksDB)
 }
 ALIASES = {
     "django-pgjobs": "pgjobs", "raw": "raw_limit", "raw-limit": "raw_limit",
