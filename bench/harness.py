@@ -438,6 +438,14 @@ QUICK_SKIPS = {"drain_w1_nostats", "drain_w1_burststats", "soak"}
 SINGLE_METRICS = ("enqueue_single", "enqueue_single_sql", "enqueue_single_plain")
 
 
+def enqueue_sample(ctx: Ctx, system: System, cmd: str, n: int) -> dict:
+    """One producer run of ``cmd`` (enqueue_single, enqueue_bulk, ...) on an emptied table."""
+    def one():
+        reset(system)
+        return client(ctx, system, cmd, n)
+    return measured(ctx, f"{system.key} {cmd}", one)
+
+
 def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None:
     """One-job transactions of every system, repetition by repetition (A B C, B C A, ...).
 
@@ -457,11 +465,8 @@ def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None
     for rep in range(ctx.cfg["reps"]):
         k = rep % len(pairs)
         for s, cmd in pairs[k:] + pairs[:k]:
-            def one(s=s, cmd=cmd):
-                reset(s)
-                return client(ctx, s, cmd, n)
             try:
-                samples[(s.key, cmd)].append(measured(ctx, f"{s.key} {cmd}", one))
+                samples[(s.key, cmd)].append(enqueue_sample(ctx, s, cmd, n))
             except Exception as exc:  # noqa: BLE001 - that series is reported as failed
                 results["systems"].setdefault(s.key, {}).setdefault("phase_errors", []).append(
                     f"{cmd}: {exc}")
@@ -498,10 +503,7 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
                 traceback.print_exc()
 
     def enqueue(cmd: str, n: int):
-        def one():
-            reset(system)
-            return client(ctx, system, cmd, n)
-        return [measured(ctx, f"{system.key} {cmd}", one) for _ in range(reps)]
+        return [enqueue_sample(ctx, system, cmd, n) for _ in range(reps)]
 
     if ctx.args.wait_quiet:
         result["busy_before"] = wait_quiet(ctx.args.wait_quiet)

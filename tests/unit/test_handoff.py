@@ -93,7 +93,7 @@ def test_a_short_type_that_runs_long_does_not_hold_back_the_others():
 def test_a_queue_that_moves_is_left_to_its_thread():
     """spread() adds a thread only when the queue stalls, not because jobs have waited: on a
     busy machine more threads would only wait for a core."""
-    h = Handoff(grace=0.002)
+    h = Handoff(grace=0.005)  # a 0.3 ms job that a busy machine stalls for 5 ms is rare
     h.ran("quick", 0.00001)
     pool = Pool(h, 4)
     h.put_many([("quick", (f"quick#{i}", lambda: time.sleep(0.0003))) for i in range(60)])
@@ -101,7 +101,7 @@ def test_a_queue_that_moves_is_left_to_its_thread():
     while len(pool.ran) < 60 and time.monotonic() < deadline:  # the main loop's checks
         time.sleep(min(0.0005, h.spread()))
     _wait_for(lambda: len(pool.ran) == 60)
-    assert len({ident for _, ident in pool.ran}) <= 2  # 60 jobs x 0.3 ms: 18 ms of waiting
+    assert len({ident for _, ident in pool.ran}) <= 2  # not one thread per waiting job
     pool.close()
 
 
