@@ -90,19 +90,45 @@ def test_a_short_type_that_runs_long_does_not_hold_back_the_others():
     pool.close()
 
 
-def test_a_queue_that_moves_is_left_to_its_thread():
+class Clock:
+    """A monotonic clock the test moves by hand (Handoff reads time.monotonic())."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+
+def test_a_queue_that_moves_is_left_to_its_thread(monkeypatch):
     """spread() adds a thread only when the queue stalls, not because jobs have waited: on a
-    busy machine more threads would only wait for a core."""
-    h = Handoff(grace=0.005)  # a 0.3 ms job that a busy machine stalls for 5 ms is rare
+    busy machine more threads would only wait for a core. Played on a hand-moved clock (with
+    real threads, a busy CI machine stalls a 0.3 ms job past any small grace now and then)."""
+    import django_pgjobs.worker.handoff as handoff_module
+
+    clock = Clock()
+    monkeypatch.setattr(handoff_module, "time", clock)
+    h = Handoff(grace=0.005)
     h.ran("quick", 0.00001)
-    pool = Pool(h, 4)
-    h.put_many([("quick", (f"quick#{i}", lambda: time.sleep(0.0003))) for i in range(60)])
-    deadline = time.monotonic() + 10
-    while len(pool.ran) < 60 and time.monotonic() < deadline:  # the main loop's checks
-        time.sleep(min(0.0005, h.spread()))
-    _wait_for(lambda: len(pool.ran) == 60)
-    assert len({ident for _, ident in pool.ran}) <= 2  # not one thread per waiting job
-    pool.close()
+    h._idle = 4  # four threads waiting in get()
+    h.put_many([("quick", f"quick#{i}") for i in range(60)])
+    assert h._idle == 3  # one woken for the batch
+    for i in range(60):  # the woken thread takes a job every 0.3 ms; the main loop checks
+        clock.now += 0.0003
+        assert h.get() == f"quick#{i}"
+        h.spread()
+        h.spread()
+    assert h._idle == 3  # the last job waited 18 ms (> grace), yet no thread was added
+    h.put_many([("quick", "quick#stuck"), ("quick", "quick#behind")])
+    assert h.get() == "quick#stuck"  # ... which then runs long: the queue stands still
+    clock.now += 0.004
+    h.spread()
+    assert h._idle == 2  # within grace: put_many woke one, spread() none
+    clock.now += 0.002
+    assert h.spread() == 0.005
+    assert h._idle == 1  # stood still past grace: one more thread, and only one
+    assert h.spread() == 0.005
+    assert h._idle == 1
 
 
 def test_spread_says_when_to_look_again():
