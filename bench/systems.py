@@ -198,10 +198,11 @@ class PgJobs(System):
         try:
             out = subprocess.run(
                 [self.python, "-c", "from django_pgjobs.conf import DEFAULTS as D; "
-                 "print(D.get('CONCURRENCY'), D.get('BATCH_SIZE'), D.get('POLL_INTERVAL'))"],
+                 "print(D.get('CONCURRENCY'), D.get('BATCH_SIZE'), D.get('POLL_INTERVAL'), "
+                 "D.get('PREFETCH'))"],
                 capture_output=True, text=True, timeout=30).stdout.split()
             defaults = f" (package defaults: concurrency {out[0]}, batch size {out[1]}, " \
-                       f"poll interval {out[2]} s, verbosity 1)"
+                       f"prefetch {out[3]}, poll interval {out[2]} s, verbosity 1)"
         except (OSError, subprocess.SubprocessError, IndexError):
             pass
         extra = " ".join(self.ctx.pgjobs_args)

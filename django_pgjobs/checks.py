@@ -39,6 +39,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             errors.append(checks.Error(f"PGJOBS['{key}'] must be an integer >= 1, got {v!r}",
                                        id="pgjobs.E004"))
+    p = s["PREFETCH"]
+    if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+        errors.append(checks.Error(f"PGJOBS['PREFETCH'] must be an integer >= 0, got {p!r}",
+                                   id="pgjobs.E004"))
     t = s["TIMEOUT"]
     if t is not None and (not isinstance(t, int | float) or not 0 < t < math.inf):
         errors.append(checks.Error("PGJOBS['TIMEOUT'] must be None or seconds > 0",

@@ -30,5 +30,6 @@ def bounded(
 
 
 positive_int = bounded(int, low=1, what="an integer >= 1")
+non_negative_int = bounded(int, low=0, what="an integer >= 0")
 seconds = bounded(float, low=0, high=1e7, what="seconds >= 0")
 positive_seconds = bounded(float, low=0, high=1e7, low_inclusive=False, what="seconds > 0")

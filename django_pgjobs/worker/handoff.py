@@ -81,6 +81,21 @@ class Handoff(Generic[T]):
             self._moved = now  # the next one only if this one gets stuck too
             return self.grace if self._idle else float("inf")
 
+    def take_back(self) -> list[T]:
+        """Remove every queued item that no thread has taken yet (in queue order)."""
+        with self._cv:
+            items = [item for _, item in self._items]
+            self._items.clear()
+            return items
+
+    def stuck_for(self) -> float:
+        """Seconds the queue has stood still with items waiting and no idle thread left to take
+        them (every thread busy); 0 otherwise."""
+        with self._cv:
+            if not self._items or self._idle:
+                return 0.0
+            return time.monotonic() - self._moved
+
     def ran(self, kind: str, seconds: float) -> None:
         """Record how long a job of this type ran (feeds ``is_short``)."""
         typical = self._typical.get(kind)

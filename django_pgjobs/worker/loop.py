@@ -62,6 +62,8 @@ QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "relea
 CONTROLS_REFRESH = 2.0  # seconds between reads of pgjobs_queue's concurrency limits
 BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batch
 BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
+RUNS_LONG = 0.05  # seconds after which a run in progress stops counting as short (prefetch)
+HOLD_MAX = 0.5  # seconds prefetched jobs may wait while every thread is busy before release
 _JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
 _SUCCESS = frozenset((JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS))  # logged at INFO
 
@@ -74,6 +76,7 @@ class WorkerOptions:
     queues: list[str] | None = None  # None: every queue
     concurrency: int = _D["CONCURRENCY"]
     batch_size: int = _D["BATCH_SIZE"]
+    prefetch: int = _D["PREFETCH"]  # jobs held beyond one per thread while all are short
     burst: bool = False
     max_jobs: int | None = None
     poll_interval: float = _D["POLL_INTERVAL"]
@@ -102,6 +105,7 @@ class WorkerOptions:
         base = cls(
             concurrency=conf.get("CONCURRENCY"),
             batch_size=conf.get("BATCH_SIZE"),
+            prefetch=conf.get("PREFETCH"),
             poll_interval=conf.get("POLL_INTERVAL"),
             shutdown_timeout=conf.get("SHUTDOWN_TIMEOUT"),
             lease_seconds=conf.get("LEASE_SECONDS"),
@@ -131,8 +135,8 @@ class Worker:
     def __init__(self, options: WorkerOptions | None = None):
         self.options = options or WorkerOptions.from_settings()
         o = self.options
-        if o.concurrency < 1 or o.batch_size < 1:
-            raise ValueError("concurrency and batch_size must be >= 1")
+        if o.concurrency < 1 or o.batch_size < 1 or o.prefetch < 0:
+            raise ValueError("concurrency and batch_size must be >= 1, prefetch >= 0")
         self.worker_id = o.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.using = o.using
         self._inflight: dict[int, InFlight] = {}
@@ -158,7 +162,9 @@ class Worker:
         # running jobs to end too (or this many), so that one round trip records them all and
         # refills every free thread. Waking for each run made cycles of 2-3 jobs: 5,000 -> 6,700
         # jobs/s at concurrency 10, 9,700 -> 15,600 at 64 (no-op jobs, this 2-core machine).
-        self._refill = max(1, min(o.batch_size, o.concurrency))
+        # With prefetched jobs held, it waits for half of them (see finalize_and_claim).
+        self._base_refill = self._refill = max(1, min(o.batch_size, o.concurrency))
+        self._last_claim_short = False  # every type in the last non-empty claim runs short
         self._next_controls = 0.0
         self._statistics_checked = False
         self.exit_code = 0
@@ -320,22 +326,31 @@ class Worker:
     def finalize_and_claim(self) -> int:
         """Record the runs that ended and claim as many jobs as that frees, in one round trip.
 
-        Queues with a concurrency limit are claimed first, in their own short transactions.
+        A claim fills the free threads and, while every job held is of a type that runs short,
+        up to ``prefetch`` more, which wait in the handoff for a thread: a drain of short jobs
+        then refills the threads' queue before it runs dry, and a round trip carries up to
+        ``batch_size`` jobs instead of one per free thread. Queues with a concurrency limit are
+        claimed first, in their own short transactions, and only for free threads.
         """
         batch = self._take_finished()
         o = self.options
         free = o.concurrency - self._running_count() + len(batch) - self._zombies
+        prefetch = o.prefetch and not o.inline and self._prefetching()
+        room = free + (o.prefetch if prefetch else 0)
         if o.max_jobs is not None:
-            free = min(free, o.max_jobs - self.claimed_total)
-        limit = 0 if self._stopping.is_set() else min(free, o.batch_size)
+            room = min(room, o.max_jobs - self.claimed_total)
+        limit = 0 if self._stopping.is_set() else min(room, o.batch_size)
         rows: list[ClaimedRow] = []
         if limit > 0 and self._limited:
             self.finalize_finished()  # writes this batch (kept in _unwritten until written)
             batch = []
             for name in self._limited:  # capped queues first: they are served one by one
+                if len(rows) >= min(free, limit):  # a capped queue's job waits for no thread
+                    break
                 rows += queries.claim_limited(
                     queue=name, worker_id=self.worker_id, types=self._types,
-                    limit=limit - len(rows), lease_seconds=o.lease_seconds, using=self.using,
+                    limit=min(free, limit) - len(rows), lease_seconds=o.lease_seconds,
+                    using=self.using,
                 )
         want = limit - len(rows)
         written, fast = queries.finalize_and_claim(  # no round trip when there is nothing to do
@@ -349,12 +364,67 @@ class Worker:
             tenants = [r.tenant_id for r in fast if r.tenant_id is not None]
             self._tenant_cursor = max(tenants) if len(fast) == want and tenants else None
         rows += fast
-        # Claim again at once only if the batch size, not the free threads, capped this claim:
-        # with every thread busy, the next cycle waits for runs to end (and batches them).
-        self._last_claim_full = 0 < limit < free and len(rows) == limit
+        # Claim again at once only if the batch size, not the room, capped this claim: with
+        # every thread busy (and the prefetch full), the next cycle waits for runs to end.
+        self._last_claim_full = 0 < limit < room and len(rows) == limit
+        if rows:
+            self._last_claim_short = all(self._work.is_short(t) for t in {r.type for r in rows})
         self._dispatch(rows)
         self.claimed_total += len(rows)
+        # Wake for the next cycle once half of what is held has ended (or all of it, or the
+        # micro-batch window closed): the other half keeps the threads busy meanwhile.
+        self._refill = max(self._base_refill, self._running_count() // 2)
         return len(rows)
+
+    def _prefetching(self) -> bool:
+        """May this claim take more jobs than free threads? Only while every job held is of a
+        type that usually runs short (Handoff.is_short) and none has been running for long:
+        then the jobs held get a thread within moments. ``_release_held`` covers the rest."""
+        now = time.monotonic()
+        with self._inflight_lock:
+            items = list(self._inflight.values())
+        if not items:
+            return self._last_claim_short
+        kinds = set()
+        for item in items:
+            if item.state == STARTED and now - item.started_at > RUNS_LONG:
+                return False
+            kinds.add(item.job.type)
+        return all(self._work.is_short(k) for k in kinds)
+
+    def _release_held(self) -> None:
+        """Give back claimed jobs that wait for a thread while every thread is busy and none
+        has taken a job for HOLD_MAX: prefetched jobs held behind runs that turned out long.
+        Other workers (or this one, later) claim them again; the attempt is refunded."""
+        waited = self._work.stuck_for()
+        if waited < HOLD_MAX:
+            return
+        released = []
+        for item in self._work.take_back():
+            with item.lock:
+                if item.state == QUEUED:
+                    item.state = RELEASED
+                    released.append(item)
+        if not released:
+            return
+        try:
+            queries.release(
+                [(i.job.id, i.job._lease) for i in released],
+                reason="released unstarted: every worker thread was busy", using=self.using,
+            )
+        except BaseException:  # still ours: queue them again, in their order
+            for item in released:
+                with item.lock:
+                    item.state = QUEUED
+            self._work.put_many([(i.job.type, i) for i in released])
+            raise
+        with self._inflight_lock:
+            for i in released:
+                self._inflight.pop(i.job.id, None)
+        logger.info(
+            "released %s claimed jobs that waited %.1fs for a thread: every thread is busy",
+            len(released), waited, extra={"action": "worker.released_held"},
+        )
 
     def finalize_finished(self) -> None:
         batch = self._take_finished()
@@ -404,6 +474,8 @@ class Worker:
             self._check_timeouts(now)
             self._heartbeat()
             self._last_heartbeat = now
+        if o.prefetch and not o.inline:
+            self._release_held()
         if reap and now >= self._next_reap:
             self._reap()
             self._next_reap = now + o.reap_interval * (0.8 + 0.4 * random.random())  # noqa: S311

@@ -152,6 +152,8 @@ def test_ten_thousand_levels_of_nesting_are_refused_before_sql(kind):
         ({"POLL_INTERVAL": "1"}, "pgjobs.E003"),
         ({"MAX_ATTEMPTS": 0}, "pgjobs.E004"),
         ({"CONCURRENCY": True}, "pgjobs.E004"),
+        ({"PREFETCH": -1}, "pgjobs.E004"),
+        ({"PREFETCH": 2.5}, "pgjobs.E004"),
         ({"TIMEOUT": -5}, "pgjobs.E005"),
         ({"TIMEOUT": float("nan")}, "pgjobs.E005"),
         ({"DATABASE": "nope"}, "pgjobs.E006"),

@@ -24,6 +24,7 @@ def runjobs(*args):
         (["--concurrency", "0"], "expected an integer >= 1"),
         (["--concurrency", "many"], "expected an integer >= 1"),
         (["--batch-size", "-3"], "expected an integer >= 1"),
+        (["--prefetch", "-1"], "expected an integer >= 0"),
         (["--queues", "bad queue"], "invalid queue name"),
         (["--queues", ","], "comma-separated"),
         (["--poll-interval", "0"], "seconds > 0"),

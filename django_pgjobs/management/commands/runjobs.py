@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from ...exceptions import InvalidJobOption
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions
-from ..arguments import positive_int, positive_seconds, seconds
+from ..arguments import non_negative_int, positive_int, positive_seconds, seconds
 
 
 def _queues(value: str) -> list[str]:
@@ -49,7 +49,9 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=positive_int,
                             help="handler threads, each with its own connection")
         parser.add_argument("--batch-size", type=positive_int,
-                            help="max jobs claimed per round trip (never more than free threads)")
+                            help="max jobs claimed per round trip")
+        parser.add_argument("--prefetch", type=non_negative_int,
+                            help="jobs held beyond one per thread while all are short (0: none)")
         parser.add_argument("--burst", action="store_true",
                             help="process every due job, then exit 0")
         parser.add_argument("--max-jobs", type=positive_int, help="exit after this many jobs")
@@ -77,7 +79,7 @@ class Command(BaseCommand):
         _setup_logging(opts["verbosity"])
         options = WorkerOptions.from_settings(
             queues=opts["queues"], concurrency=opts["concurrency"],
-            batch_size=opts["batch_size"], burst=opts["burst"] or None,
+            batch_size=opts["batch_size"], prefetch=opts["prefetch"], burst=opts["burst"] or None,
             max_jobs=opts["max_jobs"], poll_interval=opts["poll_interval"],
             shutdown_timeout=opts["shutdown_timeout"], worker_id=opts["worker_id"],
             lease_seconds=opts["lease_seconds"], reap_interval=opts["reap_interval"],
