@@ -27,11 +27,11 @@ DEFAULTS: dict[str, Any] = {
     "REAP_INTERVAL": 10.0,
     # Worker defaults (runjobs flags override them).
     "CONCURRENCY": 10,
-    "BATCH_SIZE": 100,
+    "BATCH_SIZE": 200,
     # Jobs a worker may hold, beyond one per thread, while every job it holds is of a type that
     # usually runs in under a millisecond: a claim then refills a queue the threads drain without
     # waiting for the next round trip. 0: never more claimed jobs than threads.
-    "PREFETCH": 100,
+    "PREFETCH": 200,
     "POLL_INTERVAL": 1.0,
     "SHUTDOWN_TIMEOUT": 30.0,
     # Interleave tenants in each claim (round-robin over tenant_id), so that one tenant's
