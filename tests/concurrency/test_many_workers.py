@@ -1,6 +1,7 @@
 """Several real runjobs processes on one queue: every job runs exactly once, no deadlock."""
 
 import threading
+import time
 
 import pytest
 from django.db import connections
@@ -31,6 +32,30 @@ def test_four_workers_drain_5000_jobs_exactly_once(start_worker):
     # The work was shared.
     assert sql_one("SELECT count(DISTINCT pid) FROM testapp_execution") == 4
     assert deadlocks() - before == 0
+    inv.check(drained=True)
+
+
+def test_four_prefetching_workers_run_8000_short_jobs_exactly_once(start_worker, tmp_path):
+    """The defaults' prefetch: each worker holds up to 200 claimed jobs beyond its 2 threads
+    while the jobs run short. Still every job once, on attempt 1, none lost."""
+    tally = tmp_path / "tally"
+    inv = Invariants.begin().track(enqueue_many("test.tally", [{"i": i} for i in range(8000)]))
+    workers = [start_worker("--burst", "--concurrency", "2", "-v", "0",
+                            env={"PGJOBS_TALLY": str(tally)}) for _ in range(4)]
+    most_held = 0  # the most RUNNING jobs one worker held at once, sampled
+    while any(w.proc.poll() is None for w in workers):
+        held = sql("SELECT count(*) FROM pgjobs_job WHERE status = 'RUNNING' "
+                   "GROUP BY locked_by ORDER BY 1 DESC LIMIT 1")
+        most_held = max([most_held, *(n for (n,) in held)])
+        time.sleep(0.005)
+    assert [w.wait(timeout=60) for w in workers] == [0, 0, 0, 0], \
+        [w.output()[-2000:] for w in workers]
+    runs = [line.split() for line in tally.read_text().splitlines()]
+    assert len(runs) == 8000 and len({job_id for job_id, _, _ in runs}) == 8000
+    assert {attempt for _, attempt, _ in runs} == {"1"}
+    assert len({pid for _, _, pid in runs}) >= 2  # shared
+    assert sql("SELECT status, count(*) FROM pgjobs_job GROUP BY status") == [("COMPLETED", 8000)]
+    assert most_held > 2, "no worker ever held more jobs than threads: prefetch never ran"
     inv.check(drained=True)
 
 

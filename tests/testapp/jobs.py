@@ -34,6 +34,17 @@ def noop(job):
     return None
 
 
+@handler("test.tally")
+def tally(job):
+    """A run too short for a database write: one line appended to $PGJOBS_TALLY (O_APPEND, so
+    lines from several processes never interleave)."""
+    fd = os.open(os.environ["PGJOBS_TALLY"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{job.id} {job.attempts} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
 @handler("test.echo")
 def echo(job):
     return {"echo": job.config}
