@@ -11,7 +11,7 @@ from . import conf
 
 _POSITIVE = ("LEASE_SECONDS", "REAP_INTERVAL", "POLL_INTERVAL", "BACKOFF_BASE", "BACKOFF_MAX",
              "MAX_CONFIG_BYTES", "MAX_RESULT_BYTES", "MAX_ERROR_CHARS", "MAX_CONFIG_DEPTH")
-_POSITIVE_INT = ("MAX_ATTEMPTS", "CONCURRENCY", "BATCH_SIZE")
+_INT_AT_LEAST = {"MAX_ATTEMPTS": 1, "CONCURRENCY": 1, "BATCH_SIZE": 1, "PREFETCH": 0}
 
 
 @checks.register()
@@ -34,15 +34,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
             errors.append(checks.Error(f"PGJOBS['{key}'] must be a finite number > 0, got {v!r}",
                                        id="pgjobs.E003"))
-    for key in _POSITIVE_INT:
+    for key, low in _INT_AT_LEAST.items():
         v = s[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            errors.append(checks.Error(f"PGJOBS['{key}'] must be an integer >= 1, got {v!r}",
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            errors.append(checks.Error(f"PGJOBS['{key}'] must be an integer >= {low}, got {v!r}",
                                        id="pgjobs.E004"))
-    p = s["PREFETCH"]
-    if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-        errors.append(checks.Error(f"PGJOBS['PREFETCH'] must be an integer >= 0, got {p!r}",
-                                   id="pgjobs.E004"))
     t = s["TIMEOUT"]
     if t is not None and (not isinstance(t, int | float) or not 0 < t < math.inf):
         errors.append(checks.Error("PGJOBS['TIMEOUT'] must be None or seconds > 0",

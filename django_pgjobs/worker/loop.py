@@ -399,32 +399,17 @@ class Worker:
         waited = self._work.stuck_for()
         if waited < HOLD_MAX:
             return
-        released = []
-        for item in self._work.take_back():
-            with item.lock:
-                if item.state == QUEUED:
-                    item.state = RELEASED
-                    released.append(item)
-        if not released:
-            return
+        items = self._work.take_back()
         try:
-            queries.release(
-                [(i.job.id, i.job._lease) for i in released],
-                reason="released unstarted: every worker thread was busy", using=self.using,
-            )
+            n = self._give_back(items, reason="released unstarted: every worker thread was busy")
         except BaseException:  # still ours: queue them again, in their order
-            for item in released:
-                with item.lock:
-                    item.state = QUEUED
-            self._work.put_many([(i.job.type, i) for i in released])
+            self._work.put_many([(i.job.type, i) for i in items])
             raise
-        with self._inflight_lock:
-            for i in released:
-                self._inflight.pop(i.job.id, None)
-        logger.info(
-            "released %s claimed jobs that waited %.1fs for a thread: every thread is busy",
-            len(released), waited, extra={"action": "worker.released_held"},
-        )
+        if n:
+            logger.info(
+                "released %s claimed jobs that waited %.1fs for a thread: every thread is busy",
+                n, waited, extra={"action": "worker.released_held"},
+            )
 
     def finalize_finished(self) -> None:
         batch = self._take_finished()
@@ -650,23 +635,32 @@ class Worker:
     def _release_unstarted(self) -> None:
         with self._inflight_lock:
             items = list(self._inflight.values())
+        if n := self._give_back(items, reason="released unstarted at worker shutdown"):
+            logger.info("released %s unstarted jobs", n, extra={"action": "worker.released"})
+
+    def _give_back(self, items: list[InFlight], *, reason: str) -> int:
+        """Release those of ``items`` that no thread has started (attempt refunded); returns
+        how many. On a database error they are still ours: QUEUED again, and it raises."""
         released = []
         for item in items:
             with item.lock:
                 if item.state == QUEUED:
                     item.state = RELEASED
                     released.append(item)
-        if released:
-            queries.release(
-                [(i.job.id, i.job._lease) for i in released],
-                reason="released unstarted at worker shutdown", using=self.using,
-            )
-            with self._inflight_lock:
-                for i in released:
-                    self._inflight.pop(i.job.id, None)
-            logger.info(
-                "released %s unstarted jobs", len(released), extra={"action": "worker.released"}
-            )
+        if not released:
+            return 0
+        try:
+            queries.release([(i.job.id, i.job._lease) for i in released], reason=reason,
+                            using=self.using)
+        except BaseException:
+            for item in released:
+                with item.lock:
+                    item.state = QUEUED
+            raise
+        with self._inflight_lock:
+            for i in released:
+                self._inflight.pop(i.job.id, None)
+        return len(released)
 
     def _release_running(self) -> None:
         with self._inflight_lock:

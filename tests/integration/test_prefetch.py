@@ -67,7 +67,7 @@ def test_a_claim_takes_more_than_the_free_threads_only_for_short_jobs(quick, pre
         assert worker.run_once() == 2  # a type never run here is not known to be short
         settle(worker, 2, short=not config)
         assert worker.run_once() == second_claim
-        assert Job.objects.filter(status=JobStatus.RUNNING).count() <= second_claim
+        assert Job.objects.filter(status=JobStatus.RUNNING).count() == second_claim  # not yet finalized
     finally:
         worker.shutdown()
     assert Job.objects.filter(status=JobStatus.RUNNING).count() == 0  # unstarted: released
@@ -110,6 +110,69 @@ def test_prefetched_jobs_stuck_behind_a_long_run_are_given_back(quick, monkeypat
     run_worker()  # what was given back is claimed again, and runs once
     assert {(j.status, j.attempts) for j in Job.objects.all()} == {(JobStatus.COMPLETED, 1)}
     assert Job.objects.get(pk=warm.id).status == JobStatus.COMPLETED
+
+
+def _stuck_with_five_held(quick):
+    """A worker with one thread, stuck in a blocking job, holding five prefetched ones."""
+    enqueue("test.quick", {})
+    worker = started(concurrency=1, prefetch=5, shutdown_timeout=0.2)
+    assert worker.run_once() == 1
+    settle(worker, 1)
+    enqueue("test.quick", {"block": True}, priority=5)
+    held = enqueue_many("test.quick", [{}] * 5)
+    assert worker.run_once() == 6
+    assert quick.blocked.wait(10)
+    return worker, held
+
+
+def _fail_once(monkeypatch):
+    from django.db import OperationalError
+
+    from django_pgjobs import queries
+
+    real, calls = queries.release, []
+
+    def release(*args, **kwargs):
+        calls.append(kwargs["reason"])
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "release", release)
+    return calls
+
+
+def test_held_jobs_whose_release_fails_stay_queued_and_are_released_later(quick, monkeypatch):
+    monkeypatch.setattr(loop, "HOLD_MAX", 0.2)
+    worker, held = _stuck_with_five_held(quick)
+    try:
+        calls = _fail_once(monkeypatch)
+        threading.Event().wait(0.3)
+        assert worker.run_once() == 0  # the release fails: the loop backs off
+        assert len(calls) == 1 and worker._db_backoff > 0
+        assert Job.objects.filter(id__in=held, status=JobStatus.RUNNING).count() == 5
+        assert [i.job.id for _, i in worker._work._items] == held  # queued again, in order
+        threading.Event().wait(0.3)  # requeued counts as moved: another HOLD_MAX
+        worker.run_once()
+        assert len(calls) == 2
+        assert Job.objects.filter(id__in=held, status=JobStatus.PENDING).count() == 5
+    finally:
+        quick.open.set()
+        worker.shutdown()
+
+
+def test_shutdown_retries_a_failed_release_of_unstarted_jobs(quick, monkeypatch):
+    """A failed release must leave the jobs ours and unstarted, so that the retry gives them
+    back (before, they stayed RUNNING until their lease expired, attempt counted)."""
+    worker, held = _stuck_with_five_held(quick)
+    calls = _fail_once(monkeypatch)
+    try:
+        worker.shutdown()
+    finally:
+        quick.open.set()
+    assert calls[:2] == ["released unstarted at worker shutdown"] * 2
+    assert {(j.status, j.attempts) for j in Job.objects.filter(id__in=held)} == \
+        {(JobStatus.PENDING, 0)}
 
 
 def test_a_capped_queue_is_claimed_for_free_threads_only(quick):
