@@ -697,7 +697,12 @@ class Worker:
                 job.trace_id)
         if c.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
             action = "job.completed" if c.status == JobStatus.COMPLETED else "job.completed_with_errors"
-            logger.info("%s " + _JOB_FMT, action, *args, extra={**extra, "action": action})
+            if logger.isEnabledFor(logging.INFO):  # logger.info() without its search of the
+                # stack for the caller (known: here), about a sixth of this line's cost
+                logger.handle(logger.makeRecord(
+                    logger.name, logging.INFO, __file__, _SUCCESS_LINENO, "%s " + _JOB_FMT,
+                    (action, *args), None, "_log_finished", {**extra, "action": action},
+                ))
         elif c.status == JobStatus.PENDING:
             when = f"at {c.run_at.isoformat()}" if c.run_at else f"in {c.delay or 0:.1f}s"
             logger.warning(
@@ -798,6 +803,10 @@ class Worker:
                 cur.execute("SELECT set_config('application_name', %s, false)", [self._app_name(role)])
         except DatabaseError:  # pragma: no cover - tagging is best effort
             pass
+
+
+# The line the per-job success records name as theirs (_log_finished builds them itself).
+_SUCCESS_LINENO = Worker._log_finished.__code__.co_firstlineno
 
 
 def _summary(text: str | None) -> str:

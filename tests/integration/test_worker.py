@@ -348,6 +348,30 @@ def test_the_handler_sees_its_lease_token_as_a_uuid():
     assert isinstance(seen["token"], uuid.UUID) and seen["token"] == seen["row"]
 
 
+def test_one_info_record_per_outcome_names_its_job(caplog):
+    """The per-job success line is built by hand (no stack search): same shape as logger.info."""
+    ok = enqueue("test.noop", {}, trace_id="trace-ok")
+    with_errors = enqueue("test.behave", {"do": "items", "n": 2})
+    with caplog.at_level(logging.INFO, logger="django_pgjobs.worker"):
+        run()
+    done = {r.job_id: r for r in caplog.records if getattr(r, "action", "").startswith("job.")}
+    record = done[ok.id]
+    assert record.levelno == logging.INFO and record.name == "django_pgjobs.worker"
+    assert record.getMessage() == (
+        f"job.completed test.noop#{ok.id} queue=default attempt=1/5 duration_ms="
+        f"{Job.objects.get(pk=ok.id).duration_ms} trace_id=trace-ok"
+    )
+    assert (record.action, record.job_type, record.trace_id) == (
+        "job.completed", "test.noop", "trace-ok")
+    assert record.funcName == "_log_finished" and record.pathname.endswith("worker/loop.py")
+    assert done[with_errors.id].action == "job.completed_with_errors"
+    caplog.clear()
+    enqueue("test.noop", {})
+    with caplog.at_level(logging.WARNING, logger="django_pgjobs.worker"):
+        run()
+    assert not [r for r in caplog.records if getattr(r, "action", "") == "job.completed"]
+
+
 def test_job_started_is_logged_at_debug_only(caplog):
     enqueue("test.noop", {})
     with caplog.at_level(logging.INFO, logger="django_pgjobs.worker"):
