@@ -65,6 +65,7 @@ BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share
 RUNS_LONG = 0.05  # seconds after which a run in progress stops counting as short (prefetch)
 HOLD_MAX = 0.5  # seconds prefetched jobs may wait while every thread is busy before release
 _JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
+_SUCCESS_FMT = "%s " + _JOB_FMT  # the action, then the job
 _SUCCESS = frozenset((JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS))  # logged at INFO
 
 
@@ -697,11 +698,14 @@ class Worker:
                 job.trace_id)
         if c.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
             action = "job.completed" if c.status == JobStatus.COMPLETED else "job.completed_with_errors"
-            if logger.isEnabledFor(logging.INFO):  # logger.info() without its search of the
+            extra["action"] = action
+            if not _STOCK_LOGGER:  # a Logger class of the project's: its info() may add to it
+                logger.info(_SUCCESS_FMT, action, *args, extra=extra)
+            elif logger.isEnabledFor(logging.INFO):  # logger.info() without its search of the
                 # stack for the caller (known: here), about a sixth of this line's cost
                 logger.handle(logger.makeRecord(
-                    logger.name, logging.INFO, __file__, _SUCCESS_LINENO, "%s " + _JOB_FMT,
-                    (action, *args), None, "_log_finished", {**extra, "action": action},
+                    logger.name, logging.INFO, __file__, _SUCCESS_LINENO, _SUCCESS_FMT,
+                    (action, *args), None, "_log_finished", extra,
                 ))
         elif c.status == JobStatus.PENDING:
             when = f"at {c.run_at.isoformat()}" if c.run_at else f"in {c.delay or 0:.1f}s"
@@ -805,8 +809,11 @@ class Worker:
             pass
 
 
-# The line the per-job success records name as theirs (_log_finished builds them itself).
+# The line the per-job success records name as theirs (_log_finished builds them itself),
+# unless a Logger class set by the project (logging.setLoggerClass) has its own info() or _log().
 _SUCCESS_LINENO = Worker._log_finished.__code__.co_firstlineno
+_STOCK_LOGGER = (type(logger).info is logging.Logger.info
+                 and type(logger)._log is logging.Logger._log)
 
 
 def _summary(text: str | None) -> str:

@@ -348,8 +348,13 @@ def test_the_handler_sees_its_lease_token_as_a_uuid():
     assert isinstance(seen["token"], uuid.UUID) and seen["token"] == seen["row"]
 
 
-def test_one_info_record_per_outcome_names_its_job(caplog):
-    """The per-job success line is built by hand (no stack search): same shape as logger.info."""
+@pytest.mark.parametrize("stock_logger", [True, False], ids=["built-by-hand", "logger.info"])
+def test_one_info_record_per_outcome_names_its_job(caplog, monkeypatch, stock_logger):
+    """The per-job success line is built by hand (no stack search) with the standard Logger
+    class, through logger.info() with a project's own: the same record either way."""
+    from django_pgjobs.worker import loop
+
+    monkeypatch.setattr(loop, "_STOCK_LOGGER", stock_logger)
     ok = enqueue("test.noop", {}, trace_id="trace-ok")
     with_errors = enqueue("test.behave", {"do": "items", "n": 2})
     with caplog.at_level(logging.INFO, logger="django_pgjobs.worker"):
