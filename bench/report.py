@@ -150,7 +150,9 @@ def render_md(res: dict) -> str:
     L.append(f"- **Runtimes:** {mach.get('python')}, node {mach.get('node') or 'absent'}  ")
     capped = [f"{v['label']} {v['drain_n']:,}" for v in res["systems"].values()
               if v.get("drain_n") and v["drain_n"] < cfg["drain_n"]]
-    L.append(f"- **Counts:** enqueue single {cfg['enqueue_single_n']:,} jobs, bulk {cfg['enqueue_bulk_n']:,}, "
+    turns = max(cfg["reps"], cfg.get("single_turns", cfg["reps"]))
+    L.append(f"- **Counts:** enqueue single {cfg['enqueue_single_n']:,} jobs × {turns} turns, "
+             f"bulk {cfg['enqueue_bulk_n']:,}, "
              f"drains {cfg['drain_n']:,} no-op jobs"
              + (f" (fewer for systems that cannot drain that many in {cfg['drain_budget_s']:g} s, sized "
                 f"by a pilot drain: {', '.join(capped)})" if capped else "")
