@@ -19,6 +19,7 @@ clock (``now()``); durations are measured by the worker.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -129,22 +130,43 @@ def _fetchone_prepared(using: str | None, sql: str, params: Sequence[Any]) -> An
         return cur.fetchone()
 
 
+# A generic plan is made from the table's statistics. From those of a (nearly) empty table it
+# scans the table whole (the claim sorts every pending job, the UPDATE searches its ids) and
+# keeps doing so as the table grows, until the statistics change: with autovacuum off, for the
+# connection's life. Generic plans only once the statistics describe this many rows (measured:
+# claim and finalize walk the indexes from ~2,000 rows; at 1,000 the finalize still scans);
+# until then custom plans, made with the table's real size.
+GENERIC_PLANS_MIN_ROWS = 10_000
+GENERIC_PLANS_RECHECK = 10.0  # seconds between two looks at the statistics, until then
+
+
 def use_generic_plans(using: str | None = None) -> None:
     """Plan the worker's prepared statements once per connection (plan_cache_mode
     force_generic_plan). PostgreSQL would otherwise re-plan the claim at every execution:
     a generic plan's estimate (it cannot know the LIMIT) never looks cheaper than a custom one,
     though both walk the same indexes (the statements are written so that they do: see _CLAIMED
     and _FINALIZE; tests/integration/test_guards.py checks the generic plans). Planning and
-    parsing were ~18% of the backend's time per job. Only for the worker's own connection."""
+    parsing were ~18% of the backend's time per job. Only for the worker's own connection, and
+    only once the table's statistics describe GENERIC_PLANS_MIN_ROWS rows (see above)."""
     alias = using or conf.get("DATABASE")
     if not _prepares(alias):
         return
     conn = connections[alias]
     conn.ensure_connection()
-    if not getattr(conn.connection, "_pgjobs_generic_plans", False):
-        with conn.cursor() as cur:
-            cur.execute("SET plan_cache_mode = force_generic_plan")
-        conn.connection._pgjobs_generic_plans = True  # a new connection sets it again
+    pg = conn.connection  # the flags live with it: a new connection decides again
+    if getattr(pg, "_pgjobs_generic_plans", False):
+        return
+    now = time.monotonic()
+    if now < getattr(pg, "_pgjobs_generic_recheck", 0.0):
+        return
+    pg._pgjobs_generic_recheck = now + GENERIC_PLANS_RECHECK
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT reltuples >= %s FROM pg_class WHERE oid = '{T}'::regclass",
+                    [GENERIC_PLANS_MIN_ROWS])
+        if not cur.fetchone()[0]:
+            return
+        cur.execute("SET plan_cache_mode = force_generic_plan")
+    pg._pgjobs_generic_plans = True
 
 
 # --- enqueue -----------------------------------------------------------------------------------

@@ -162,12 +162,13 @@ def test_the_workers_generic_plans_walk_the_same_indexes(history):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_worker_plans_its_statements_once_on_its_own_connection_only():
+def test_the_worker_plans_its_statements_once_on_its_own_connection_only(monkeypatch):
     from django.db import connection
 
     from django_pgjobs import enqueue, queries
     from tests.conftest import run_worker
 
+    monkeypatch.setattr(queries, "GENERIC_PLANS_MIN_ROWS", 1)  # this table's statistics will do
     enqueue("test.noop", {})
     run_worker()
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"  # the worker's connection
@@ -178,5 +179,28 @@ def test_the_worker_plans_its_statements_once_on_its_own_connection_only():
 
     run_jobs()  # inline, on the caller's connection
     assert sql_one("SHOW plan_cache_mode") == "auto"
+    queries.use_generic_plans()
+    assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_generic_plans_from_the_statistics_of_an_empty_table(monkeypatch):
+    """A generic claim planned from an empty table's statistics scans the table whole, and
+    would go on doing so as it grows (with autovacuum off, for the connection's life): the
+    worker plans each execution afresh until the statistics describe enough rows, looking at
+    them again at most every GENERIC_PLANS_RECHECK seconds."""
+    from django.db import connection
+
+    from django_pgjobs import queries
+
+    sql("ANALYZE pgjobs_job")  # empty: what a first worker start does to a new table
+    queries.use_generic_plans()
+    assert sql_one("SHOW plan_cache_mode") == "auto"
+    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, %s)",
+        [queries.GENERIC_PLANS_MIN_ROWS])
+    sql("ANALYZE pgjobs_job")
+    queries.use_generic_plans()
+    assert sql_one("SHOW plan_cache_mode") == "auto"  # looked less than the recheck ago
+    connection.connection._pgjobs_generic_recheck = 0.0  # as if the interval had passed
     queries.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"
