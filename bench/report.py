@@ -66,38 +66,33 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
     """(target, measured, threshold, passed)"""
     out = []
 
+    def ratio(a, b) -> str:
+        return f"{a[0] / b[0]:.2f}× ({fmt_rate(a[0])} vs {fmt_rate(b[0])} jobs/s)"
+
     def rel(name, a, b, threshold, label_b):
         if a is None or b is None:
             out.append((name, "n/a (missing: " + ("django-pgjobs" if a is None else label_b) + ")",
                         f">= {threshold}×", None))
             return
-        r = a[0] / b[0]
-        out.append((name, f"{r:.2f}× ({fmt_rate(a[0])} vs {fmt_rate(b[0])} jobs/s)",
-                    f">= {threshold}×", r >= threshold))
+        out.append((name, ratio(a, b), f">= {threshold}×", a[0] / b[0] >= threshold))
+
+    def info(name, a, b):  # a ratio shown beside the targets, judged by none
+        if a is not None and b is not None:
+            out.append((f"(info) {name}", ratio(a, b), "—", None))
 
     rel("drain_w2 vs pg-boss", metric(res, PGJOBS, "drain_w2"), metric(res, "pgboss", "drain_w2"), 1.0, "pg-boss")
     rel("drain_w2 vs raw limit", metric(res, PGJOBS, "drain_w2"), metric(res, RAW, "drain_w2"), 0.5, "raw limit")
     rel("drain_w1 vs PgQueuer", metric(res, PGJOBS, "drain_w1"), metric(res, "pgqueuer", "drain_w1"), 2.0, "PgQueuer")
-    rel("enqueue single vs raw single INSERT", metric(res, PGJOBS, "enqueue_single"),
-        metric(res, RAW, "enqueue_single_plain"), 0.8, "raw INSERT")
+    single, plain = metric(res, PGJOBS, "enqueue_single"), metric(res, RAW, "enqueue_single_plain")
+    rel("enqueue single vs raw single INSERT", single, plain, 0.8, "raw INSERT")
     # Like for like: the raw limit's INSERT also sends a NOTIFY (statement trigger), which the
     # pickup target needs; what a NOTIFY costs a one-row transaction varies a lot by machine.
-    a, b = metric(res, PGJOBS, "enqueue_single"), metric(res, RAW, "enqueue_single")
-    if a is not None and b is not None:
-        out.append(("(info) enqueue single vs raw INSERT + NOTIFY",
-                    f"{a[0] / b[0]:.2f}× ({fmt_rate(a[0])} vs {fmt_rate(b[0])} jobs/s)", "—", None))
+    info("enqueue single vs raw INSERT + NOTIFY", single, metric(res, RAW, "enqueue_single"))
     # Where the gap is: the same INSERT from raw psycopg into django-pgjobs' table (the schema's
     # cost: constraints, indexes, NOTIFY), and enqueue() against it (the library's Python).
     sql_only = metric(res, PGJOBS, "enqueue_single_sql")
-    plain = metric(res, RAW, "enqueue_single_plain")
-    if sql_only is not None and plain is not None:
-        out.append(("(info) django-pgjobs' INSERT from raw psycopg vs raw single INSERT",
-                    f"{sql_only[0] / plain[0]:.2f}× ({fmt_rate(sql_only[0])} vs "
-                    f"{fmt_rate(plain[0])} jobs/s)", "—", None))
-    if sql_only is not None and a is not None:
-        out.append(("(info) enqueue single vs its INSERT from raw psycopg",
-                    f"{a[0] / sql_only[0]:.2f}× ({fmt_rate(a[0])} vs "
-                    f"{fmt_rate(sql_only[0])} jobs/s)", "—", None))
+    info("django-pgjobs' INSERT from raw psycopg vs raw single INSERT", sql_only, plain)
+    info("enqueue single vs its INSERT from raw psycopg", single, sql_only)
     rel("enqueue_many vs pg-boss bulk", metric(res, PGJOBS, "enqueue_bulk"),
         metric(res, "pgboss", "enqueue_bulk"), 1.5, "pg-boss")
     for key, limit in (("p50", 1.5), ("p99", 10.0)):
@@ -106,21 +101,20 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
             out.append((f"pickup {key}", "n/a", f"<= {limit} ms", None))
         else:
             out.append((f"pickup {key}", f"{m[0]:.2f} ms", f"<= {limit} ms", m[0] <= limit))
+    # Over finished rows against the empty table: the empty-table drains before and, when
+    # measured, right after the finished-rows ones (drain_w1_after), which bracket the drift.
     fin = res.get("config", {}).get("finished_rows", 0)
+    finished, before = metric(res, PGJOBS, "drain_w1_finished"), metric(res, PGJOBS, "drain_w1")
     ours = res["systems"].get(PGJOBS, {}).get("metrics", {})
-    empty = [x for name in ("drain_w1", "drain_w1_after") for x in ours.get(name, {}).get("samples", [])]
-    if "drain_w1_after" in ours:  # empty-table drains before and after the finished-rows ones
-        finished, before = metric(res, PGJOBS, "drain_w1_finished"), metric(res, PGJOBS, "drain_w1")
-        rel(f"drain_w1 over {fin:,} finished rows vs empty table (drains before and after)",
-            finished, med(empty, "rate"), 0.9, "empty-table drain")
-        if finished is not None and before is not None:
-            out.append((f"(info) drain_w1 over {fin:,} finished rows vs the empty-table drains "
-                        "before them only", f"{finished[0] / before[0]:.2f}× ({fmt_rate(finished[0])} "
-                        f"vs {fmt_rate(before[0])} jobs/s)", "—", None))
-    else:
-        rel(f"drain_w1 over {fin:,} finished rows vs empty table",
-            metric(res, PGJOBS, "drain_w1_finished"), metric(res, PGJOBS, "drain_w1"), 0.9,
-            "empty-table drain")
+    bracketed = "drain_w1_after" in ours
+    empty = med([x for name in ("drain_w1", "drain_w1_after")
+                 for x in ours.get(name, {}).get("samples", [])], "rate") if bracketed else before
+    rel(f"drain_w1 over {fin:,} finished rows vs empty table"
+        + (" (drains before and after)" if bracketed else ""), finished, empty, 0.9,
+        "empty-table drain")
+    if bracketed:
+        info(f"drain_w1 over {fin:,} finished rows vs the empty-table drains before them only",
+             finished, before)
     rss = []
     for name in ("drain_w1", "drain_w2", "drain_w1_finished"):
         s = res["systems"].get(PGJOBS, {}).get("metrics", {}).get(name)
