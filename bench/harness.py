@@ -10,6 +10,8 @@ For every selected system, in one run:
                       system has one
   pickup              one idle worker; latency from the producer's COMMIT to the handler start
   drain_w1_finished   drain_w1 with F finished rows already in the system's tables
+  drain_w1_alongside  (django-pgjobs only) the same drains without the finished rows: on a
+                      twin database with the same history, taking turns with them
   drain_w1_nostats    drain_w1 on a fresh table without planner statistics
   drain_w1_burststats drain_w1 after an ANALYZE that saw only the pending burst
 
@@ -22,6 +24,7 @@ has run.  Worker start-up is reported separately (startup_s) and not counted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -226,6 +229,28 @@ def setup_schema(ctx: Ctx, system: System) -> None:
                                  stdin=subprocess.DEVNULL, timeout=180)
         if res.returncode != 0:
             raise RuntimeError(f"schema setup failed: {' '.join(argv)} (see {ctx.tmp / system.key}.log)")
+
+
+@contextlib.contextmanager
+def on_database(system: System, db: str):
+    """Point ``system`` (its SQL, clients and workers) at another bench_* database meanwhile."""
+    saved = system.db, system.url
+    system.db, system.url = db, system.ctx.pg_url(db)
+    try:
+        yield
+    finally:
+        system.db, system.url = saved
+
+
+def twin_database(ctx: Ctx, system: System, n: int) -> str:
+    """A second database with the system's schema and one drain of n jobs behind it (the
+    planner statistics of a table of finished jobs, as the other drains have); its name."""
+    twin = f"{system.db}_twin"
+    with on_database(system, twin):
+        setup_schema(ctx, system)
+        drain(ctx, system, n, 1)  # untimed: leaves n finished jobs to take statistics from
+        vacuum(system, analyze=True)
+    return twin
 
 
 def drain_n(ctx: Ctx, system: System, result: dict) -> int:
@@ -545,25 +570,64 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     record("drain_w1_burststats", lambda: drains("drain_w1_burststats", reps2, workers=1, analyze=True))
     record("pickup", lambda: pickup(ctx, system))
 
+    # django-pgjobs' target "over 1M finished rows >= 0.9x the empty table": its empty-table
+    # drains take turns with the finished-rows ones, on a twin database (drain_w1_alongside).
+    alongside = system.key == "pgjobs" and "drain_w1_alongside" in ctx.metrics and n > 0
+
     def finished():
-        reset(system)
-        t0 = time.monotonic()
-        sql(system, system.finished_sql(cfg["finished_rows"]))
-        vacuum(system, analyze=True)  # statistics of a table full of history
-        result["finished_rows_setup_s"] = time.monotonic() - t0
-        out = []
-        for _ in range(reps):
-            s = measured(ctx, f"{system.key} drain_w1_finished",
-                         lambda: drain(ctx, system, n, 1, keep_rows=True))
-            s["finished_rows"] = cfg["finished_rows"]
-            out.append(s)
-        return out
+        twin = None
+        if alongside:
+            try:
+                twin = twin_database(ctx, system, n)
+            except Exception as exc:  # noqa: BLE001 - the finished-rows drains go on without it
+                result["errors"].append(f"drain_w1_alongside: {exc}")
+                log(f"  {system.key:14s} {'drain_w1_alongside':22s} FAILED: {exc}")
+                drop_db(ctx, f"{system.db}_twin")
+        try:
+            reset(system)
+            t0 = time.monotonic()
+            sql(system, system.finished_sql(cfg["finished_rows"]))
+            vacuum(system, analyze=True)  # statistics of a table full of history
+            if twin:  # the twin's table has had one drain (twin_database): the same history here
+                drain(ctx, system, n, 1, keep_rows=True)
+            result["finished_rows_setup_s"] = time.monotonic() - t0
+            out, beside = [], []
+
+            def over_finished():
+                s = measured(ctx, f"{system.key} drain_w1_finished",
+                             lambda: drain(ctx, system, n, 1, keep_rows=True))
+                s["finished_rows"] = cfg["finished_rows"]
+                out.append(s)
+
+            def on_twin():
+                nonlocal twin_ok
+                if not twin_ok:
+                    return
+                try:
+                    with on_database(system, twin):
+                        beside.append(measured(ctx, f"{system.key} drain_w1_alongside",
+                                               lambda: drain(ctx, system, n, 1, keep_rows=True)))
+                except Exception as exc:  # noqa: BLE001 - the finished-rows drains go on
+                    twin_ok = False
+                    result["errors"].append(f"drain_w1_alongside: {exc}")
+                    log(f"  {system.key:14s} {'drain_w1_alongside':22s} FAILED: {exc}")
+
+            twin_ok = twin is not None
+            for rep in range(reps):  # F E, E F, F E, ...: each pair shares its minute
+                turn = (over_finished, on_twin)
+                for step in (turn if rep % 2 == 0 else turn[::-1]):
+                    step()
+            if twin_ok:
+                m["drain_w1_alongside"] = {"samples": beside}
+                log(f"  {system.key:14s} {'drain_w1_alongside':22s} "
+                    f"{summarize('drain_w1_alongside', beside)}")
+            return out
+        finally:
+            if twin:
+                drop_db(ctx, twin)
 
     record("drain_w1_finished", finished)
-    if system.key == "pgjobs":  # these targets are django-pgjobs' own
-        # The empty-table drains again, right after the finished-rows ones: the target's
-        # reference brackets them (drain_w1 ran some 40 s before, and the machine drifts).
-        record("drain_w1_after", lambda: drains("drain_w1_after", reps, workers=1))
+    if system.key == "pgjobs":  # django-pgjobs' own target
         record("soak", lambda: soak(ctx, system))
 
     if ctx.args.profile and system.key == "pgjobs" and n:

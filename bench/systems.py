@@ -21,7 +21,7 @@ DRIVERS = BENCH / "drivers"
 
 ALL_METRICS = (
     "enqueue_single", "enqueue_bulk", "drain_w1_nostats", "drain_w1", "drain_w2",
-    "drain_w1_burststats", "pickup", "drain_w1_finished", "drain_w1_after", "soak",
+    "drain_w1_burststats", "pickup", "drain_w1_finished", "drain_w1_alongside", "soak",
 )
 
 
