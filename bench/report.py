@@ -80,11 +80,24 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
         if a is not None and b is not None:
             out.append((f"(info) {name}", ratio(a, b), "—", None))
 
+    def turns(name, a, b):  # two series measured in turns: the ratio within each turn
+        sa, sb = (res["systems"].get(k, {}).get("metrics", {}).get(m) for k, m in (a, b))
+        if not sa or not sb or len(sa["samples"]) != len(sb["samples"]) or len(sa["samples"]) < 2:
+            return
+        r = sorted(x["rate"] / y["rate"] for x, y in zip(sa["samples"], sb["samples"], strict=True))
+        out.append((f"(info) {name}, turn by turn",
+                    f"median {statistics.median(r):.2f}× ({r[0]:.2f}–{r[-1]:.2f}×, {len(r)} turns)",
+                    "—", None))
+
     rel("drain_w2 vs pg-boss", metric(res, PGJOBS, "drain_w2"), metric(res, "pgboss", "drain_w2"), 1.0, "pg-boss")
     rel("drain_w2 vs raw limit", metric(res, PGJOBS, "drain_w2"), metric(res, RAW, "drain_w2"), 0.5, "raw limit")
     rel("drain_w1 vs PgQueuer", metric(res, PGJOBS, "drain_w1"), metric(res, "pgqueuer", "drain_w1"), 2.0, "PgQueuer")
     single, plain = metric(res, PGJOBS, "enqueue_single"), metric(res, RAW, "enqueue_single_plain")
     rel("enqueue single vs raw single INSERT", single, plain, 0.8, "raw INSERT")
+    if (res["systems"].get(PGJOBS, {}).get("metrics", {}).get("enqueue_single") or {}).get(
+            "interleaved"):  # measured in turns with the other single enqueues
+        turns("enqueue single vs raw single INSERT", (PGJOBS, "enqueue_single"),
+              (RAW, "enqueue_single_plain"))
     # Like for like: the raw limit's INSERT also sends a NOTIFY (statement trigger), which the
     # pickup target needs; what a NOTIFY costs a one-row transaction varies a lot by machine.
     info("enqueue single vs raw INSERT + NOTIFY", single, metric(res, RAW, "enqueue_single"))
@@ -111,6 +124,8 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
         + ("the same drains without them (twin table, taking turns)" if alongside
            else "empty table"), finished, alongside or before, 0.9, "empty-table drain")
     if alongside:
+        turns(f"drain_w1 over {fin:,} finished rows vs the same drains without them",
+              (PGJOBS, "drain_w1_finished"), (PGJOBS, "drain_w1_alongside"))
         info(f"drain_w1 over {fin:,} finished rows vs drain_w1, measured before them",
              finished, before)
     rss = []
