@@ -242,15 +242,13 @@ def on_database(system: System, db: str):
         system.db, system.url = saved
 
 
-def twin_database(ctx: Ctx, system: System, n: int) -> str:
-    """A second database with the system's schema and one drain of n jobs behind it (the
-    planner statistics of a table of finished jobs, as the other drains have); its name."""
-    twin = f"{system.db}_twin"
+def setup_twin(ctx: Ctx, system: System, twin: str, n: int) -> None:
+    """Database ``twin`` with the system's schema and one drain of n jobs behind it (the
+    planner statistics of a table of finished jobs, as the other drains have)."""
     with on_database(system, twin):
         setup_schema(ctx, system)
         drain(ctx, system, n, 1)  # untimed: leaves n finished jobs to take statistics from
         vacuum(system, analyze=True)
-    return twin
 
 
 def drain_n(ctx: Ctx, system: System, result: dict) -> int:
@@ -575,49 +573,47 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     alongside = system.key == "pgjobs" and "drain_w1_alongside" in ctx.metrics and n > 0
 
     def finished():
-        twin = None
-        if alongside:
+        twin = f"{system.db}_twin" if alongside else None
+        live = False  # the twin is set up and none of its drains failed
+        out, beside = [], []
+
+        def on_twin(step) -> None:  # a failing twin leaves the finished-rows drains going
+            nonlocal live
             try:
-                twin = twin_database(ctx, system, n)
-            except Exception as exc:  # noqa: BLE001 - the finished-rows drains go on without it
+                step()
+            except Exception as exc:  # noqa: BLE001
+                live = False
                 result["errors"].append(f"drain_w1_alongside: {exc}")
                 log(f"  {system.key:14s} {'drain_w1_alongside':22s} FAILED: {exc}")
-                drop_db(ctx, f"{system.db}_twin")
+
+        def over_finished():
+            s = measured(ctx, f"{system.key} drain_w1_finished",
+                         lambda: drain(ctx, system, n, 1, keep_rows=True))
+            s["finished_rows"] = cfg["finished_rows"]
+            out.append(s)
+
+        def beside_them():
+            if live:
+                with on_database(system, twin):
+                    beside.append(measured(ctx, f"{system.key} drain_w1_alongside",
+                                           lambda: drain(ctx, system, n, 1, keep_rows=True)))
+
         try:
+            if twin:
+                live = True
+                on_twin(lambda: setup_twin(ctx, system, twin, n))
             reset(system)
             t0 = time.monotonic()
             sql(system, system.finished_sql(cfg["finished_rows"]))
             vacuum(system, analyze=True)  # statistics of a table full of history
-            if twin:  # the twin's table has had one drain (twin_database): the same history here
+            if live:  # the twin's table has had one drain (setup_twin): the same history here
                 drain(ctx, system, n, 1, keep_rows=True)
             result["finished_rows_setup_s"] = time.monotonic() - t0
-            out, beside = [], []
-
-            def over_finished():
-                s = measured(ctx, f"{system.key} drain_w1_finished",
-                             lambda: drain(ctx, system, n, 1, keep_rows=True))
-                s["finished_rows"] = cfg["finished_rows"]
-                out.append(s)
-
-            def on_twin():
-                nonlocal twin_ok
-                if not twin_ok:
-                    return
-                try:
-                    with on_database(system, twin):
-                        beside.append(measured(ctx, f"{system.key} drain_w1_alongside",
-                                               lambda: drain(ctx, system, n, 1, keep_rows=True)))
-                except Exception as exc:  # noqa: BLE001 - the finished-rows drains go on
-                    twin_ok = False
-                    result["errors"].append(f"drain_w1_alongside: {exc}")
-                    log(f"  {system.key:14s} {'drain_w1_alongside':22s} FAILED: {exc}")
-
-            twin_ok = twin is not None
             for rep in range(reps):  # F E, E F, F E, ...: each pair shares its minute
-                turn = (over_finished, on_twin)
+                turn = (over_finished, lambda: on_twin(beside_them))
                 for step in (turn if rep % 2 == 0 else turn[::-1]):
                     step()
-            if twin_ok:
+            if live:
                 m["drain_w1_alongside"] = {"samples": beside}
                 log(f"  {system.key:14s} {'drain_w1_alongside':22s} "
                     f"{summarize('drain_w1_alongside', beside)}")
