@@ -52,7 +52,7 @@ from ..exceptions import JobTimeout
 from ..queries import ClaimedRow, Completion
 from ..registry import HandlerSpec
 from ..status import JobStatus
-from . import executor
+from . import console, executor
 from .handoff import Handoff
 from .listener import Listener
 
@@ -66,7 +66,8 @@ RUNS_LONG = 0.05  # seconds after which a run in progress stops counting as shor
 HOLD_MAX = 0.5  # seconds prefetched jobs may wait while every thread is busy before release
 _JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
 _SUCCESS_FMT = "%s " + _JOB_FMT  # the action, then the job
-_SUCCESS = frozenset((JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS))  # logged at INFO
+_SUCCESS = {JobStatus.COMPLETED: "job.completed",  # logged at INFO, with this action
+            JobStatus.COMPLETED_WITH_ERRORS: "job.completed_with_errors"}
 
 
 _D = conf.DEFAULTS  # the options' defaults are the settings' (from_settings reads PGJOBS)
@@ -441,13 +442,24 @@ class Worker:
             (item.job.queue, item.job.type, c) for item, c in batch if c.id in written
         )
         log_successes = logger.isEnabledFor(logging.INFO)
+        # runjobs' own console alone gets the success lines: written per batch, in one write
+        direct = console.direct_handler(logger) if log_successes and _STOCK_LOGGER else None
+        lines: list[str] = []
         for item, completion in batch:
             applied = completion.id in written
-            if log_successes or not applied or completion.status not in _SUCCESS:
+            if direct is not None and applied and completion.status in _SUCCESS:
+                lines.append(_SUCCESS_FMT % (_SUCCESS[completion.status],
+                                             *_job_args(item.job, completion)))
+            elif log_successes or not applied or completion.status not in _SUCCESS:
+                if lines and direct:  # keep the lines in order
+                    direct.write_messages(logger.name, logging.INFO, lines)
+                    lines = []
                 self._log_finished(item, completion, applied)
             signals.job_finished.send(
                 sender=item.job.type, job=item.job, completion=completion, applied=applied
             )
+        if lines and direct:
+            direct.write_messages(logger.name, logging.INFO, lines)
         self.finished_total += len(batch)
 
     def maintain(self, *, reap: bool = True) -> None:
@@ -694,10 +706,9 @@ class Worker:
                 job.id, c.status, extra={**extra, "action": "job.lease_lost"},
             )
             return
-        args = (job.type, job.id, job.queue, job.attempts, job.max_attempts, c.duration_ms,
-                job.trace_id)
-        if c.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
-            action = "job.completed" if c.status == JobStatus.COMPLETED else "job.completed_with_errors"
+        args = _job_args(job, c)
+        if c.status in _SUCCESS:
+            action = _SUCCESS[c.status]
             extra["action"] = action
             if not _STOCK_LOGGER:  # a Logger class of the project's: its info() may add to it
                 logger.info(_SUCCESS_FMT, action, *args, extra=extra)
@@ -814,6 +825,12 @@ class Worker:
 _SUCCESS_LINENO = Worker._log_finished.__code__.co_firstlineno
 _STOCK_LOGGER = (type(logger).info is logging.Logger.info
                  and type(logger)._log is logging.Logger._log)
+
+
+def _job_args(job: JobContext, c: Completion) -> tuple[Any, ...]:
+    """_JOB_FMT's arguments."""
+    return (job.type, job.id, job.queue, job.attempts, job.max_attempts, c.duration_ms,
+            job.trace_id)
 
 
 def _summary(text: str | None) -> str:

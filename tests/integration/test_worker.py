@@ -1,6 +1,8 @@
 """The worker loop in-process (the real code, burst mode): outcomes, retries, limits, trace."""
 
+import io
 import logging
+import re
 import time
 
 import pytest
@@ -375,6 +377,72 @@ def test_one_info_record_per_outcome_names_its_job(caplog, monkeypatch, stock_lo
     with caplog.at_level(logging.WARNING, logger="django_pgjobs.worker"):
         run()
     assert not [r for r in caplog.records if getattr(r, "action", "") == "job.completed"]
+
+
+@pytest.fixture
+def runjobs_console():
+    """runjobs' console handler as the only one for django_pgjobs' records (as without a
+    LOGGING of the project's), writing to a string."""
+    from django_pgjobs.worker import console
+
+    pkg = logging.getLogger("django_pgjobs")
+    saved = (pkg.handlers[:], pkg.level, pkg.propagate)
+    handler = console.ConsoleHandler()
+    handler.setStream(io.StringIO())
+    pkg.handlers[:], pkg.propagate = [handler], False
+    pkg.setLevel(logging.INFO)
+    yield handler
+    pkg.handlers[:], pkg.propagate = saved[0], saved[2]
+    pkg.setLevel(saved[1])
+
+
+def run_alone(handler):
+    """run(), the handler alone on django_pgjobs' logger: pytest adds its capture handlers to
+    every non-propagating logger as each test phase starts."""
+    logging.getLogger("django_pgjobs").handlers[:] = [handler]
+    run()
+
+
+def test_runjobs_console_gets_each_outcome_once_the_successes_a_batch_at_a_time(
+        runjobs_console, monkeypatch):
+    from django_pgjobs.worker import console
+
+    batches = []
+    write = console.ConsoleHandler.write_messages
+    monkeypatch.setattr(console.ConsoleHandler, "write_messages",
+                        lambda self, *a: (batches.append(a[2]), write(self, *a)))
+    ok = enqueue("test.noop", {}, trace_id="trace-ok")
+    with_errors = enqueue("test.behave", {"do": "items", "n": 2})
+    failed = enqueue("test.behave", {"do": "fail"})
+    more = enqueue_many("test.noop", [{}] * 5)
+    run_alone(runjobs_console)
+    lines = runjobs_console.stream.getvalue().splitlines()
+    row = {r[0]: r[1:] for r in Job.objects.values_list("id", "max_attempts", "duration_ms")}
+
+    def success(id, type="test.noop", action="job.completed", trace="None"):
+        return (f"{action} {type}#{id} queue=default attempt=1/{row[id][0]} "
+                f"duration_ms={row[id][1]} trace_id={trace}")
+
+    successes = [success(ok.id, trace="trace-ok"),
+                 success(with_errors.id, "test.behave", "job.completed_with_errors"),
+                 *map(success, more)]
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} "
+    for message in successes:  # the standard format, once each
+        assert [ln for ln in lines if re.fullmatch(
+            stamp + "INFO django_pgjobs.worker " + re.escape(message), ln)], (message, lines)
+    assert sum("job.completed" in ln for ln in lines) == len(successes)
+    assert sorted(m for batch in batches for m in batch) == sorted(successes)  # not one by one
+    assert [ln for ln in lines if re.fullmatch(
+        stamp + f"ERROR django_pgjobs.worker job.failed test.behave#{failed.id} .*", ln)]
+
+
+def test_a_filter_on_runjobs_console_still_sees_every_record(runjobs_console):
+    runjobs_console.addFilter(lambda record: getattr(record, "action", "") != "job.completed")
+    ok = enqueue("test.noop", {})
+    failed = enqueue("test.behave", {"do": "fail"})
+    run_alone(runjobs_console)
+    text = runjobs_console.stream.getvalue()
+    assert f"#{ok.id} " not in text and f"job.failed test.behave#{failed.id} " in text
 
 
 def test_job_started_is_logged_at_debug_only(caplog):

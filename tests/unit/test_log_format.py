@@ -2,7 +2,7 @@
 
 import logging
 
-from django_pgjobs.management.commands.runjobs import _Formatter
+from django_pgjobs.worker.console import ConsoleFormatter
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
@@ -15,7 +15,7 @@ def _record(created: float) -> logging.LogRecord:
 
 
 def test_same_text_as_the_standard_formatter_across_seconds():
-    ours, standard = _Formatter(FORMAT), logging.Formatter(FORMAT)
+    ours, standard = ConsoleFormatter(FORMAT), logging.Formatter(FORMAT)
     # within one second, across a second, back (a clock step), a minute and a day boundary
     for created in (1_800_000_000.001, 1_800_000_000.999, 1_800_000_001.5, 1_800_000_000.25,
                     1_800_000_059.999, 1_800_000_060.0, 1_800_057_599.5, 1_800_057_600.5):
@@ -24,5 +24,104 @@ def test_same_text_as_the_standard_formatter_across_seconds():
 
 def test_an_explicit_date_format_is_the_standard_one():
     record = _record(1_800_000_000.5)
-    assert _Formatter(FORMAT, datefmt="%H:%M").format(record) == logging.Formatter(
+    assert ConsoleFormatter(FORMAT, datefmt="%H:%M").format(record) == logging.Formatter(
         FORMAT, datefmt="%H:%M").format(record)
+
+
+# --- the direct path for the per-job success lines -------------------------------------------
+
+import io  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+from django_pgjobs.worker import console  # noqa: E402
+
+
+@pytest.fixture
+def tree():
+    """runjobs' set-up on a logger tree of the test's own: parent with the console handler
+    (not propagating: pytest's capture handlers sit on the root), child the worker's."""
+    parent, child = logging.getLogger("pgjobs_console_test"), logging.getLogger(
+        "pgjobs_console_test.worker")
+    handler = console.ConsoleHandler()
+    handler.setStream(io.StringIO())
+    parent.addHandler(handler)
+    parent.setLevel(logging.INFO)
+    parent.propagate = False
+    yield parent, child, handler
+    parent.removeHandler(handler)
+    for lg in (parent, child):
+        lg.handlers, lg.filters, lg.propagate = [], [], True
+        lg.setLevel(logging.NOTSET)
+
+
+def alone(logger, handler):
+    """pytest adds its capture handlers to non-propagating loggers as each test starts."""
+    logger.handlers[:] = [handler]
+
+
+def test_direct_only_when_the_console_alone_gets_the_records_unchanged(tree, monkeypatch):
+    parent, child, handler = tree
+    alone(parent, handler)
+    assert console.direct_handler(child) is handler
+
+    def changed(undo, *steps):
+        for step in steps:
+            step()
+        try:
+            return console.direct_handler(child)
+        finally:
+            undo()
+
+    drop = logging.Filter("nothing")
+    assert changed(lambda: handler.removeFilter(drop), lambda: handler.addFilter(drop)) is None
+    assert changed(lambda: child.removeFilter(drop), lambda: child.addFilter(drop)) is None
+    assert changed(lambda: parent.removeFilter(drop), lambda: parent.addFilter(drop)) is None
+    other = logging.StreamHandler(io.StringIO())
+    assert changed(lambda: child.removeHandler(other), lambda: child.addHandler(other)) is None
+    # the records go on to the root (pytest's handlers are there)
+    assert changed(lambda: setattr(parent, "propagate", False),
+                   lambda: setattr(parent, "propagate", True)) is None
+    assert changed(lambda: handler.setLevel(logging.NOTSET),
+                   lambda: handler.setLevel(logging.WARNING)) is None
+    ours = handler.formatter
+    for formatter in (logging.Formatter(console.FORMAT),
+                      console.ConsoleFormatter(console.FORMAT, datefmt="%H:%M"),
+                      console.ConsoleFormatter("%(levelname)s %(message)s %(job_id)s")):
+        assert changed(lambda: handler.setFormatter(ours),
+                       lambda f=formatter: handler.setFormatter(f)) is None
+    factory = logging.getLogRecordFactory()
+    assert changed(lambda: logging.setLogRecordFactory(factory),
+                   lambda: logging.setLogRecordFactory(
+                       lambda *a, **k: logging.LogRecord(*a, **k))) is None
+    assert console.direct_handler(child) is handler  # everything undone
+
+
+def test_a_batch_is_the_text_the_handler_writes_record_by_record(tree, monkeypatch):
+    parent, child, handler = tree
+    alone(parent, handler)
+    for ns in (1_800_000_000_000_000_000, 1_800_000_000_999_999_999, 1_800_000_061_500_000_000):
+        monkeypatch.setattr(time, "time_ns", lambda ns=ns: ns)
+        monkeypatch.setattr(time, "time", lambda ns=ns: ns / 1e9)
+        messages = [f"job.completed noop#{i} queue=default trace_id=None" for i in range(3)]
+        handler.setStream(io.StringIO())
+        for m in messages:
+            child.info("%s", m)
+        one_by_one = handler.stream.getvalue()
+        handler.setStream(io.StringIO())
+        handler.write_messages(child.name, logging.INFO, messages)
+        assert handler.stream.getvalue() == one_by_one
+        assert one_by_one.count("\n") == 3 and " INFO pgjobs_console_test.worker job." in one_by_one
+
+
+def test_a_failing_stream_is_reported_as_logging_reports_it(tree, capsys):
+    parent, child, handler = tree
+
+    class Broken(io.StringIO):
+        def write(self, s):
+            raise OSError("disk full")
+
+    handler.setStream(Broken())
+    handler.write_messages(child.name, logging.INFO, ["job.completed noop#1"])  # no raise
+    assert "OSError: disk full" in capsys.readouterr().err

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-import time
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
 from ...exceptions import InvalidJobOption
 from ...validation import check_queue
-from ...worker import Worker, WorkerOptions
+from ...worker import Worker, WorkerOptions, console
 from ..arguments import non_negative_int, positive_int, positive_seconds, seconds
 
 
@@ -77,7 +75,7 @@ class Command(BaseCommand):
                             help="do not delete old finished jobs from this worker")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        _setup_logging(opts["verbosity"])
+        console.setup(opts["verbosity"])
         options = WorkerOptions.from_settings(
             queues=opts["queues"], concurrency=opts["concurrency"],
             batch_size=opts["batch_size"], prefetch=opts["prefetch"], burst=opts["burst"] or None,
@@ -92,31 +90,3 @@ class Command(BaseCommand):
         code = Worker(options).run()
         if code:
             sys.exit(code)
-
-
-class _Formatter(logging.Formatter):
-    """The standard format, with the date and time up to the second formatted once per second
-    (``time.strftime`` was a tenth of the cost of a per-job line)."""
-
-    _second: tuple[int, str] = (-1, "")
-
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
-        if datefmt:
-            return super().formatTime(record, datefmt)
-        second = int(record.created)
-        if self._second[0] != second:
-            self._second = (second, time.strftime(self.default_time_format,
-                                                  self.converter(record.created)))
-        return self.default_msec_format % (self._second[1], record.msecs)
-
-
-def _setup_logging(verbosity: int) -> None:
-    """Show the worker's log lines on stderr unless the project configured logging for them."""
-    logger = logging.getLogger("django_pgjobs")
-    if logger.handlers or logging.getLogger().handlers:
-        return
-    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
-    handler = logging.StreamHandler()
-    handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(level)
