@@ -4,7 +4,7 @@ configured logging, and a direct path for the per-job success lines.
 Through ``logging``, a success line costs ~8-10 µs (the ``LogRecord``, the handler's lock, the
 format, one ``write`` and ``flush`` per line): over a quarter of the worker's CPU per no-op
 job. When those records would reach this handler alone, unfiltered, the worker hands it a
-batch's messages instead; it writes them in the same format, in one ``write``. Anything else a
+batch's messages instead; it writes them in the same format, a few at a time. Anything else a
 project sets up (a handler, a filter, a Logger class, a record factory) takes the usual path.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
@@ -45,22 +45,42 @@ class ConsoleHandler(logging.StreamHandler):
         self.setFormatter(ConsoleFormatter(FORMAT))
 
     def write_messages(self, name: str, level: int, messages: Sequence[str]) -> None:
-        """Write ``messages`` as records of logger ``name`` at ``level`` would be, in one write.
+        """Write ``messages`` as records of logger ``name`` at ``level`` would be, whole lines
+        of up to ATOMIC_WRITE bytes at a time.
 
         Only for the plain format (``direct_handler()`` checks it), where the message comes
         last: the text before it is formatted once, from one record, for the whole batch.
         """
         record = logging.LogRecord(name, level, __file__, 0, "", None, None)
         prefix = self.format(record)
-        text = "".join([prefix + m + self.terminator for m in messages])
         with self.lock:
             try:
-                self.stream.write(text)
-                self.flush()
+                for chunk in _chunks([prefix + m + self.terminator for m in messages]):
+                    self.stream.write(chunk)
+                    self.flush()
             except RecursionError:  # as StreamHandler.emit
                 raise
             except Exception:
                 self.handleError(record)
+
+
+# Writes of at most PIPE_BUF bytes (4096 on Linux) to a pipe are never split by other writers:
+# several workers sharing one stderr pipe (a container, a process manager) keep whole lines, as
+# they did with a write per line.
+ATOMIC_WRITE = 4096
+
+
+def _chunks(lines: list[str]) -> Iterator[str]:
+    """The lines joined into runs of at most ATOMIC_WRITE bytes (a longer line goes alone)."""
+    start, size = 0, 0
+    for i, line in enumerate(lines):
+        n = len(line) if line.isascii() else len(line.encode("utf-8", "surrogateescape"))
+        if size + n > ATOMIC_WRITE and i > start:
+            yield "".join(lines[start:i])
+            start, size = i, 0
+        size += n
+    if start < len(lines):
+        yield "".join(lines[start:])
 
 
 def direct_handler(logger: logging.Logger) -> ConsoleHandler | None:

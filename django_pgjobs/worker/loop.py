@@ -442,7 +442,7 @@ class Worker:
             (item.job.queue, item.job.type, c) for item, c in batch if c.id in written
         )
         log_successes = logger.isEnabledFor(logging.INFO)
-        # runjobs' own console alone gets the success lines: written per batch, in one write
+        # runjobs' own console alone gets the success lines: a batch's, a few dozen per write
         direct = console.direct_handler(logger) if log_successes and _STOCK_LOGGER else None
         lines: list[str] = []
         for item, completion in batch:

@@ -125,3 +125,26 @@ def test_a_failing_stream_is_reported_as_logging_reports_it(tree, capsys):
     handler.setStream(Broken())
     handler.write_messages(child.name, logging.INFO, ["job.completed noop#1"])  # no raise
     assert "OSError: disk full" in capsys.readouterr().err
+
+
+def test_a_batch_goes_out_in_whole_lines_of_at_most_a_pipe_s_atomic_write(tree):
+    """Writes of up to PIPE_BUF bytes to a pipe are not split by other processes' writes: the
+    workers sharing a stderr pipe keep whole lines, as with one write per line."""
+    parent, child, handler = tree
+
+    writes = []
+
+    class Recording(io.StringIO):
+        def write(self, s):
+            writes.append(s)
+            return super().write(s)
+
+    handler.setStream(Recording())
+    messages = [f"job.completed noop#{i} queue=default trace_id=é{'x' * (i % 50)}"
+                for i in range(300)] + ["job.completed big#1 " + "y" * 5000, "job.completed last#1"]
+    handler.write_messages(child.name, logging.INFO, messages)
+    assert len(writes) > 10 and all(w.endswith("\n") for w in writes)
+    (big,) = [w for w in writes if len(w.encode()) > console.ATOMIC_WRITE]  # a longer line: alone
+    assert "big#1" in big and big.count("\n") == 1
+    lines = "".join(writes).splitlines()
+    assert [ln.split(" INFO pgjobs_console_test.worker ", 1)[1] for ln in lines] == messages
