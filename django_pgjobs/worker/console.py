@@ -26,15 +26,11 @@ class ConsoleFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
         if datefmt:
             return super().formatTime(record, datefmt)
-        return self.stamp(record.created, record.msecs)
-
-    def stamp(self, created: float, msecs: float) -> str:
-        """``%(asctime)s`` of a record with these ``created`` and ``msecs``."""
-        second = int(created)
+        second = int(record.created)
         if self._second[0] != second:
             self._second = (second, time.strftime(self.default_time_format,
-                                                  self.converter(created)))
-        return self.default_msec_format % (self._second[1], msecs)
+                                                  self.converter(record.created)))
+        return self.default_msec_format % (self._second[1], record.msecs)
 
 
 class ConsoleHandler(logging.StreamHandler):
@@ -87,8 +83,9 @@ def direct_handler(logger: logging.Logger) -> ConsoleHandler | None:
     """The ConsoleHandler that ``logger``'s INFO records reach, if they reach it and nothing
     else, with nothing on the way that could drop, change or add to them; otherwise None.
 
-    The caller checks ``logger.isEnabledFor(INFO)``. Cheap (a walk up the logger tree): call it
-    per batch, so that logging configured after the worker started is obeyed.
+    The caller checks ``logger.isEnabledFor(INFO)``. Loggers of any other class than the
+    standard one (``logging.setLoggerClass``) take the usual path. Cheap (a walk up the logger
+    tree): call it per batch, so that logging configured after the worker started is obeyed.
     """
     if logging.getLogRecordFactory() is not logging.LogRecord:
         return None

@@ -443,7 +443,7 @@ class Worker:
         )
         log_successes = logger.isEnabledFor(logging.INFO)
         # runjobs' own console alone gets the success lines: a batch's, a few dozen per write
-        direct = console.direct_handler(logger) if log_successes and _STOCK_LOGGER else None
+        direct = console.direct_handler(logger) if log_successes else None
         lines: list[str] = []
         for item, completion in batch:
             applied = completion.id in written

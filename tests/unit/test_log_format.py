@@ -61,7 +61,7 @@ def alone(logger, handler):
     logger.handlers[:] = [handler]
 
 
-def test_direct_only_when_the_console_alone_gets_the_records_unchanged(tree, monkeypatch):
+def test_direct_only_when_the_console_alone_gets_the_records_unchanged(tree):
     parent, child, handler = tree
     alone(parent, handler)
     assert console.direct_handler(child) is handler
