@@ -160,16 +160,15 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
     fields) unless something must see the construction: a pre_init/post_init receiver for
     Job, or a field whose descriptor intercepts assignment. Model.__init__'s per-field loop
     was a fifth of a one-job enqueue's client CPU."""
-    from .models import Job
-
-    values = dict.fromkeys(_job_attnames())  # every other column is NULL
-    values.update(
-        id=row[0], type=new.type, queue=new.queue, priority=new.priority,
-        status=JobStatus.PENDING, config=dict(config or {}), result={}, trace_id=new.trace_id,
-        tenant_id=new.tenant_id, operated_by=new.operated_by, max_attempts=new.max_attempts,
-        unique_key=new.unique_key, attempts=0, run_after=row[1], created_at=row[2],
-        updated_at=row[2], history=[], cancel_requested=False,
-    )
+    Job = _job_model()  # noqa: N806 - the model class
+    values = {  # every other column is NULL
+        **_null_row(), "id": row[0], "type": new.type, "queue": new.queue,
+        "priority": new.priority, "status": JobStatus.PENDING, "config": dict(config or {}),
+        "result": {}, "trace_id": new.trace_id, "tenant_id": new.tenant_id,
+        "operated_by": new.operated_by, "max_attempts": new.max_attempts,
+        "unique_key": new.unique_key, "attempts": 0, "run_after": row[1], "created_at": row[2],
+        "updated_at": row[2], "history": [], "cancel_requested": False,
+    }
     if _plain_construction(Job):
         job = Job.__new__(Job)
         state = job._state = ModelState()
@@ -182,25 +181,31 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
 
 
 @functools.cache
-def _job_attnames() -> tuple[str, ...]:
-    from .models import Job
+def _job_model() -> type[Job]:
+    from .models import Job  # not at import time: django_pgjobs is imported before the apps
 
-    return tuple(f.attname for f in Job._meta.concrete_fields)
+    return Job
+
+
+@functools.cache
+def _null_row() -> dict[str, None]:
+    """Job's concrete fields' attnames in order, each None (copied for every new instance)."""
+    return dict.fromkeys(f.attname for f in _job_model()._meta.concrete_fields)
 
 
 def _plain_construction(Job: type[Job]) -> bool:  # noqa: N803 - the model class
-    return not (
+    if (model_signals.pre_init.receivers or model_signals.post_init.receivers) and (
         model_signals.pre_init.has_listeners(Job) or model_signals.post_init.has_listeners(Job)
-    ) and not _descriptor_fields()
+    ):
+        return False
+    return not _descriptor_fields()
 
 
 @functools.cache
 def _descriptor_fields() -> tuple[str, ...]:
     """Job's concrete fields whose class attribute intercepts assignment (none today)."""
-    from .models import Job
-
     return tuple(
-        name for name in _job_attnames() if hasattr(getattr(Job, name, None), "__set__")
+        name for name in _null_row() if hasattr(getattr(_job_model(), name, None), "__set__")
     )
 
 

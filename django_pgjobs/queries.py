@@ -67,21 +67,22 @@ class _PreparingCursor(ServerBindingCursor):
             conn.prepare_threshold = threshold
 
 
-def _prepares(alias: str) -> bool:
+def _prepares(conn: Any) -> bool:
+    """Whether the Django connection ``conn`` runs our statements prepared."""
     setting = conf.get("PREPARED_STATEMENTS")
     if setting == "auto":
-        return not connections[alias].settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+        return not conn.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
     return bool(setting)
 
 
-def _preparing_cursor(alias: str, slot: int = 0) -> tuple[Any, _PreparingCursor]:
-    """(Django connection, one of its _PreparingCursors), after the checks Django makes before
+def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
+    """One of the Django connection's _PreparingCursors, after the checks Django makes before
     handing out a cursor (health check, connect, thread sharing). The cursors are kept open
     across calls (``slot``: two statements pipelined need two); they hold nothing but the
     last statement's rows."""
-    conn = connections[alias]
     conn.close_if_health_check_failed()
-    conn.ensure_connection()
+    if conn.connection is None:  # all that ensure_connection() does once connected
+        conn.ensure_connection()
     conn.validate_thread_sharing()
     pg = conn.connection
     cursors = getattr(conn, "_pgjobs_prepared", None)
@@ -95,7 +96,7 @@ def _preparing_cursor(alias: str, slot: int = 0) -> tuple[Any, _PreparingCursor]
             for cur in cursors:
                 cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
         conn._pgjobs_prepared = cursors  # type: ignore[attr-defined]  # kept per connection
-    return conn, cursors[slot]
+    return cursors[slot]
 
 
 @async_unsafe
@@ -104,10 +105,10 @@ def _prepared_cursor(using: str | None, slot: int = 0) -> Any:
     execute_wrappers) around one of this connection's _PreparingCursors; Django's own cursor
     when PGJOBS["PREPARED_STATEMENTS"] says no. Not a context manager: the cursor stays with
     the connection."""
-    alias = using or conf.get("DATABASE")
-    if not _prepares(alias):
-        return connections[alias].cursor()
-    conn, cur = _preparing_cursor(alias, slot)
+    conn = connections[using or conf.get("DATABASE")]
+    if not _prepares(conn):
+        return conn.cursor()
+    cur = _preparing_cursor(conn, slot)
     return conn.make_debug_cursor(cur) if conn.queries_logged else conn.make_cursor(cur)
 
 
@@ -117,13 +118,12 @@ def _fetchone_prepared(using: str | None, sql: str, params: Sequence[Any]) -> An
     watches the connection's queries (no DEBUG query log, no execute_wrappers), it skips
     Django's cursor wrapper but makes the same two calls the wrapper would (broken-transaction
     check, error translation): a quarter of a one-job enqueue's client CPU."""
-    alias = using or conf.get("DATABASE")
-    conn = connections[alias]
-    if not _prepares(alias) or conn.queries_logged or conn.execute_wrappers:
-        cur = _prepared_cursor(alias)
+    conn = connections[using or conf.get("DATABASE")]
+    if not _prepares(conn) or conn.queries_logged or conn.execute_wrappers:
+        cur = _prepared_cursor(using, 0)
         cur.execute(sql, params)
         return cur.fetchone()
-    conn, cur = _preparing_cursor(alias)
+    cur = _preparing_cursor(conn)
     conn.validate_no_broken_transaction()
     with conn.wrap_database_errors:
         cur.execute(sql, params)
@@ -149,9 +149,9 @@ def use_generic_plans(using: str | None = None) -> None:
     parsing were ~18% of the backend's time per job. Only for the worker's own connection, and
     only once the table's statistics describe GENERIC_PLANS_MIN_ROWS rows (see above)."""
     alias = using or conf.get("DATABASE")
-    if not _prepares(alias):
-        return
     conn = connections[alias]
+    if not _prepares(conn):
+        return
     conn.ensure_connection()
     pg = conn.connection  # the flags live with it: a new connection decides again
     if getattr(pg, "_pgjobs_generic_plans", False):
@@ -608,7 +608,7 @@ def finalize_and_claim(
     """
     alias = using or conf.get("DATABASE")
     fair = claim_args.get("fair", False)
-    pipelined = _prepares(alias) and not fair  # the fair claim is never prepared
+    pipelined = _prepares(connections[alias]) and not fair  # the fair claim is never prepared
     if (not completions or claim_args["limit"] <= 0 or not claim_args["types"]
             or (pipelined and not _PIPELINE)  # libpq older than 14
             or (not pipelined and _server_side_binding(alias))):  # one statement per query

@@ -120,11 +120,18 @@ def check_json_value(value: Any, *, max_depth: int, path: list[str] | None = Non
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# JSONEncoder.encode() builds a new C encoder at every call: ~1 µs, half the encoding of a
+# one-job enqueue's config. This one is built once, with the same settings but no markers for
+# circular references (they are what makes an encoder single-use): a cycle ends in
+# RecursionError instead of ValueError, and encode_config reports both the same way.
+_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+    None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+)
 
 
 def _dumps(value: Any) -> tuple[str, int]:
     """The JSON text jsonb gets, and its UTF-8 size (a lone surrogate fails the encoding)."""
-    text = _ENCODER.encode(value)
+    text = "".join(_C_ENCODE(value, 0)) if _C_ENCODE else _ENCODER.encode(value)
     return text, len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
