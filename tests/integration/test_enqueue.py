@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import DataError, IntegrityError, ProgrammingError, connection, transaction
 from django.utils import timezone
 
@@ -167,6 +168,42 @@ def test_check_constraint_refuses_unknown_status():
     job = enqueue("test.echo", {})
     with pytest.raises(IntegrityError, match="pgjobs_job_status_valid"), transaction.atomic():
         sql("UPDATE pgjobs_job SET status='DONE' WHERE id=%s", [job.id])
+
+
+@pytest.mark.parametrize("status, token, expires, ok", [
+    ("RUNNING", True, True, True),
+    ("RUNNING", False, True, False),  # running without a lease
+    ("RUNNING", True, False, False),  # a lease that never expires
+    ("PENDING", True, True, False),  # a lease on a job nobody runs
+    ("COMPLETED", True, False, False),
+    ("COMPLETED", False, True, True),  # an expiry alone is harmless: nothing matches on it
+    ("FAILED", False, False, True),
+])
+def test_check_constraint_ties_the_lease_to_running(status, token, expires, ok):
+    job = enqueue("test.echo", {})
+    update = (
+        "UPDATE pgjobs_job SET status=%s, "
+        "lease_token=CASE WHEN %s THEN gen_random_uuid() END, "
+        "lease_expires_at=CASE WHEN %s THEN now() END WHERE id=%s"
+    )
+    if ok:
+        sql(update, [status, token, expires, job.id])
+        assert Job.objects.get(pk=job.id).status == status
+    else:
+        with pytest.raises(IntegrityError, match="pgjobs_job_lease_iff_running"), (
+                transaction.atomic()):
+            sql(update, [status, token, expires, job.id])
+
+
+def test_the_model_validates_the_same_rules():
+    """Django's own validation (ModelForm, full_clean) runs the CHECKs' conditions too."""
+    job = Job(type="x", status="DONE")
+    with pytest.raises(ValidationError, match="pgjobs_job_status_valid"):
+        job.validate_constraints()
+    job = Job(type="x", status=JobStatus.RUNNING)  # no lease
+    with pytest.raises(ValidationError, match="pgjobs_job_lease_iff_running"):
+        job.validate_constraints()
+    Job(type="x", status=JobStatus.PENDING).validate_constraints()
 
 
 @pytest.mark.parametrize("name", ["a b", "-lead", ".lead", "", "ok\n", "é"])

@@ -17,7 +17,9 @@ def test_status_choices_match_the_check_constraint():
         "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
         "WHERE conname = 'pgjobs_job_status_valid'"
     )
-    in_db = set(re.findall(r"'([A-Z_]+)'::", definition))
+    array = re.search(r"'\{([A-Z_,]+)\}'::text\[\]", definition)
+    assert array, definition
+    in_db = set(array.group(1).split(","))
     assert in_db == set(JobStatus.values), (
         "JobStatus choices differ from the CHECK constraint: update both in models.py/status.py "
         "and add a migration (manage.py makemigrations django_pgjobs)"
