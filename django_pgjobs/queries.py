@@ -404,18 +404,30 @@ def _rows(cur) -> list[ClaimedRow]:
     return claimed
 
 
+# The C scanner json.loads() ends in, without its Python layers (whitespace checks, error
+# wrapping): 1.1 -> 0.3 µs per config, 4% of a worker's CPU per no-op job.
+_SCAN_JSON = json.JSONDecoder().scan_once
+
+
 def _decode_config(text: str) -> tuple[dict[str, Any], str | None]:
     """The config, or why it cannot be handed to a handler. enqueue() refuses such configs;
     raw SQL can store them (jsonb takes 10,000 levels of nesting or a 5,000-digit number)."""
     try:
-        config = json.loads(text)
-    except (RecursionError, ValueError) as exc:
-        reason = f"config cannot be decoded ({exc})"
-    else:
-        if isinstance(config, dict):
-            return config, None
-        reason = f"config is a JSON {type(config).__name__}, not an object"
-    return {}, f"{reason}; the job was not run (was it written with raw SQL?)"
+        config, end = _SCAN_JSON(text, 0)
+        if end != len(text):  # jsonb's text holds nothing after the value
+            raise ValueError(end)
+    except (StopIteration, RecursionError, ValueError):
+        try:  # json.loads() says what is wrong (or takes what the bare scanner did not)
+            config = json.loads(text)
+        except (RecursionError, ValueError) as exc:
+            return {}, _refused(f"config cannot be decoded ({exc})")
+    if isinstance(config, dict):
+        return config, None
+    return {}, _refused(f"config is a JSON {type(config).__name__}, not an object")
+
+
+def _refused(reason: str) -> str:
+    return f"{reason}; the job was not run (was it written with raw SQL?)"
 
 
 def claim(
