@@ -19,6 +19,11 @@ Timing of a drain: from the first handler start (any worker) to the moment the d
 shows no unfinished job.  Handlers report into a shared-memory probe (drivers/probe.py), so
 the orchestrator only queries the database in the tail of the drain, once every handler
 has run.  Worker start-up is reported separately (startup_s) and not counted.
+
+Timing of the single enqueues (all three kinds, every system): before the per-system phases,
+in turns; within a turn every series has one long-lived producer, and the producers take
+turns every 100 jobs (--single-block), only one of them working at any time, each timing
+its own calls (see enqueue_single_phase).
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ class Ctx:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.mode = "full" if args.full else "quick"
-        self.cfg = dict(MODES[self.mode])
+        self.cfg = dict(MODES[self.mode], single_block=args.single_block)
         if args.reps:
             self.cfg["reps"] = args.reps
         u = urlsplit(args.pg_url)
@@ -470,13 +475,23 @@ def enqueue_sample(ctx: Ctx, system: System, cmd: str, n: int) -> dict:
     return measured(ctx, f"{system.key} {cmd}", one)
 
 
-def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None:
-    """One-job transactions of every system, repetition by repetition (A B C, B C A, ...).
+SINGLE_READY_TIMEOUT_S = 120  # a producer's start-up and warm-up (Django, node + pg-boss)
+SINGLE_BLOCK_TIMEOUT_S = 60
 
-    A one-job transaction waits for its commit's WAL flush, whose latency drifts over minutes
-    on a shared machine (here the same client's median moved by 1.5x between runs): measured
-    one system after another, the ratios followed the drift. Taking turns, each system's
-    samples see the same stretches of it. The per-system phase later skips what is done here.
+
+def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None:
+    """One-job transactions of every system, interleaved block by block within each turn.
+
+    A one-job transaction waits for its commit's WAL flush, whose latency drifts from second
+    to second on a shared machine (here the same client's median moved by 1.5x between runs).
+    Measured one system after another, the ratios followed the drift; taking turns sample by
+    sample (2,000 jobs, ~0.5 s each), the ratio of django-pgjobs to the raw INSERT still swung
+    from 0.62x to 0.80x between full runs of the same code. So each turn runs every series as
+    one long-lived producer and hands them blocks of ``single_block`` jobs (100) one at a
+    time, in an order that rotates every block (see single_turn): every series sees the same
+    stretches of the drift. A turn gives one sample per series (its blocks' times summed).
+    ``--single-block 0`` measures the old way, for comparison: a producer process per sample,
+    series in turns sample by sample. The per-system phase later skips what is done here.
     """
     pairs = [(s, cmd) for s in systems if not s.skip_reason for cmd in SINGLE_METRICS
              if cmd in s.metrics and cmd in ctx.metrics]
@@ -484,23 +499,98 @@ def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None
         return
     for s in {s.key: s for s, _ in pairs}.values():
         setup_schema(ctx, s)
-    n, samples = ctx.cfg["enqueue_single_n"], {(s.key, cmd): [] for s, cmd in pairs}
+    n, block = ctx.cfg["enqueue_single_n"], ctx.cfg["single_block"]
+    samples = {(s.key, cmd): [] for s, cmd in pairs}
     turns = max(ctx.cfg["reps"], ctx.cfg["single_turns"])
-    log(f"single enqueues: {len(pairs)} series, {turns} turns, {n:,} jobs each")
+    log(f"single enqueues: {len(pairs)} series, {turns} turns, {n:,} jobs each"
+        + (f" in blocks of {block}" if block else ""))
+    live = list(pairs)  # a series that fails once is out of the run
+
+    def fail(s: System, cmd: str, exc: Exception) -> None:
+        live.remove((s, cmd))
+        results["systems"].setdefault(s.key, {}).setdefault("phase_errors", []).append(
+            f"{cmd}: {exc}")
+        log(f"  {s.key:14s} {cmd:22s} FAILED: {exc}")
+
     for rep in range(turns):
-        k = rep % len(pairs)
-        for s, cmd in pairs[k:] + pairs[:k]:
+        if not live:
+            break
+        if block:
+            turn = measured(ctx, f"single enqueues, turn {rep + 1}",
+                            lambda: single_turn(ctx, list(live), n, block, fail))
+            for pair, sample in turn["series"].items():
+                sample["foreign_cpu_cores"] = turn["foreign_cpu_cores"]
+                redone = [dict(d["series"][pair], foreign_cpu_cores=d["foreign_cpu_cores"])
+                          for d in turn.get("discarded", []) if pair in d["series"]]
+                if redone:
+                    sample["discarded"] = redone
+                samples[pair].append(sample)
+            continue
+        k = rep % len(live)
+        for s, cmd in live[k:] + live[:k]:
             try:
                 samples[(s.key, cmd)].append(enqueue_sample(ctx, s, cmd, n))
             except Exception as exc:  # noqa: BLE001 - that series is reported as failed
-                results["systems"].setdefault(s.key, {}).setdefault("phase_errors", []).append(
-                    f"{cmd}: {exc}")
-                log(f"  {s.key:14s} {cmd:22s} FAILED: {exc}")
+                fail(s, cmd, exc)
     for (key, cmd), got in samples.items():
         if len(got) == turns:
             results["systems"].setdefault(key, {}).setdefault("metrics", {})[cmd] = {
-                "samples": got, "interleaved": True}
+                "samples": got, "interleaved": True, "block": block}
             log(f"  {key:14s} {cmd:22s} {summarize(cmd, got)}")
+
+
+def single_turn(ctx: Ctx, series: list[tuple[System, str]], n: int, block: int, fail) -> dict:
+    """One turn of the single enqueues: n jobs per series in blocks of ``block``.
+
+    Every series gets a long-lived ``serve_single`` producer (drivers/clientlib.py, node:
+    pgboss/client.mjs), started on emptied tables and warmed up before the first block. Then,
+    block by block, each producer in turn enqueues ``block`` jobs while the others wait on
+    their stdin: one producer works at any time, and the order rotates every block (A B C,
+    B C A, ...), so that no series always comes first. The producer times its calls alone,
+    without the round trip of the command. A producer that dies or does not answer goes to
+    ``fail`` (out of the run). Returns {"series": {(system key, cmd): sample}} for the series that got through.
+    """
+    for s in {s.key: s for s, _ in series}.values():
+        reset(s)
+    producers: dict[tuple[System, str], procs.Proc] = {}
+    seconds: dict[tuple[System, str], float] = {}
+    warmup: dict[tuple[System, str], int] = {}
+
+    def drop(pair: tuple[System, str], exc: Exception) -> None:
+        producers.pop(pair).stop()
+        seconds.pop(pair, None)
+        fail(*pair, exc)
+
+    try:
+        for s, cmd in series:
+            argv, cwd = s.client_argv("serve_single", cmd)
+            producers[(s, cmd)] = procs.Proc(argv, env=s.env(), cwd=cwd, pipes=True,
+                                             log_path=ctx.tmp / f"{s.key}.log", name=f"{s.key} {cmd}")
+        for pair in list(producers):  # they start up side by side
+            try:
+                warmup[pair] = producers[pair].reply(SINGLE_READY_TIMEOUT_S)["warmup_jobs"]
+                seconds[pair] = 0.0
+            except Exception as exc:  # noqa: BLE001
+                drop(pair, exc)
+        for b, size in enumerate(min(block, n - start) for start in range(0, n, block)):
+            order = list(producers)
+            k = b % max(len(order), 1)
+            for pair in order[k:] + order[:k]:
+                try:
+                    producers[pair].send(f"run {size}")
+                    seconds[pair] += producers[pair].reply(SINGLE_BLOCK_TIMEOUT_S)["seconds"]
+                except Exception as exc:  # noqa: BLE001
+                    drop(pair, exc)
+    finally:
+        for p in producers.values():
+            with contextlib.suppress(RuntimeError):
+                p.send("quit")
+        for p in producers.values():
+            p.wait(10.0)
+            p.stop()
+    return {"series": {(s.key, cmd): {"n": n, "seconds": t, "rate": n / t, "block": block,
+                                       "warmup_jobs": warmup[(s, cmd)]}
+                       for (s, cmd), t in seconds.items()}}
 
 
 # --- per system -------------------------------------------------------------------------------
@@ -724,6 +814,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="repeat a sample when other processes used more CPU than this meanwhile")
     ap.add_argument("--retries", type=int, default=2,
                     help="how often a sample taken under foreign load is repeated (default 2)")
+    ap.add_argument("--single-block", type=int, default=100, metavar="JOBS",
+                    help="single enqueues: jobs per block, the series taking turns block by block "
+                         "(default 100); 0: the series take turns sample by sample, a process each")
     ap.add_argument("--out", default=str(RESULTS), help="directory for latest.json/md/png")
     ap.add_argument("--report-only", action="store_true", help="re-render latest.md/png from latest.json")
     ap.add_argument("-v", "--verbose", action="store_true")

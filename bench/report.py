@@ -170,7 +170,9 @@ def render_md(res: dict) -> str:
     capped = [f"{v['label']} {v['drain_n']:,}" for v in res["systems"].values()
               if v.get("drain_n") and v["drain_n"] < cfg["drain_n"]]
     turns = max(cfg["reps"], cfg.get("single_turns", cfg["reps"]))
-    L.append(f"- **Counts:** enqueue single {cfg['enqueue_single_n']:,} jobs × {turns} turns, "
+    block = cfg.get("single_block")
+    L.append(f"- **Counts:** enqueue single {cfg['enqueue_single_n']:,} jobs × {turns} turns"
+             + (f" (in blocks of {block})" if block else "") + ", "
              f"bulk {cfg['enqueue_bulk_n']:,}, "
              f"drains {cfg['drain_n']:,} no-op jobs"
              + (f" (fewer for systems that cannot drain that many in {cfg['drain_budget_s']:g} s, sized "
@@ -333,8 +335,15 @@ def render_md(res: dict) -> str:
         "every handler has run), so worker start-up is excluded and batched/buffered "
         "completions are included.\n"
         "- **Enqueue single**: N calls of the system's public enqueue API from one process, one "
-        "job per transaction (autocommit), after 20 warm-up calls. **Bulk**: one call with N "
-        "jobs (raw: COPY).\n"
+        "job per transaction (autocommit), after 20 warm-up calls. Every system's single-enqueue "
+        "series take turns: "
+        + (f"in each turn every series has a long-lived producer, and the producers enqueue "
+           f"{block} jobs at a time, one producer at a time, in an order that rotates every block "
+           "(a commit's WAL flush drifts from second to second: so every series sees the same "
+           "stretches of it); a turn's blocks add up to one sample per series. "
+           if block else "one producer process of N jobs per series and turn, one series after "
+           "another, in an order that rotates every turn. ")
+        + "**Bulk**: one call with N jobs (raw: COPY).\n"
         "- **Pickup**: one idle worker in its normal (listening/polling) mode; the producer "
         "enqueues one job, reads the clock right after the commit returns, and waits for the "
         "handler's probe entry for that job; 20–50 ms random gap between jobs (django-tasks-db, "

@@ -8,7 +8,10 @@ wait4() when the worker exits by itself.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import os
+import select
 import signal
 import subprocess
 import time
@@ -48,7 +51,9 @@ def vm_kb(pid: int, field: str = "VmHWM") -> int:
 
 class Proc:
     def __init__(self, argv: list[str], *, env: dict, cwd: str | None = None,
-                 log_path: Path, name: str = "") -> None:
+                 log_path: Path, name: str = "", pipes: bool = False) -> None:
+        """``pipes``: stdin and stdout are pipes for ``send()``/``reply()`` (stderr still goes
+        to the log)."""
         self.name = name or Path(argv[0]).name
         self.argv = argv
         self.log_path = log_path
@@ -57,9 +62,11 @@ class Proc:
         self._log.flush()
         self.started = time.monotonic_ns()
         self.p = subprocess.Popen(
-            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            argv, env=env, cwd=cwd, stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if pipes else self._log,
+            stderr=self._log if pipes else subprocess.STDOUT, start_new_session=True,
         )
+        self._out = b""  # stdout read but not yet returned by reply()
         self.pid = self.p.pid
         foreign.our_sessions.add(self.pid)
         self.rc: int | None = None
@@ -105,6 +112,34 @@ class Proc:
             time.sleep(0.01)
         return self.poll()
 
+    def send(self, line: str) -> None:
+        """Write one command line to the child's stdin (``pipes=True``)."""
+        try:
+            self.p.stdin.write(line.encode() + b"\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            raise RuntimeError(f"{self.name} exited ({self.wait(1.0)})\n{self.tail()}") from None
+
+    def reply(self, timeout: float) -> dict:
+        """The child's next JSON line on stdout (``pipes=True``), waiting at most ``timeout``
+        seconds; other lines go to the log."""
+        fd = self.p.stdout.fileno()  # unbuffered reads: select() must see every byte not yet taken
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self._out:
+                line, self._out = self._out.split(b"\n", 1)
+                if line.strip().startswith(b"{"):
+                    return json.loads(line)
+                if not self._log.closed:
+                    self._log.write(line + b"\n")
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise RuntimeError(f"{self.name}: no answer in {timeout:.0f}s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError(f"{self.name} exited ({self.wait(5.0)})\n{self.tail()}")
+            self._out += chunk
+
     def stop(self, grace: float = 5.0) -> int | None:
         """SIGTERM the whole session, then SIGKILL what is left after `grace` seconds."""
         if self.poll() is None:
@@ -116,6 +151,10 @@ class Proc:
         # grandchildren that outlived the leader
         _signal_group(self.pid, signal.SIGKILL)
         self._close_log()
+        for pipe in (self.p.stdin, self.p.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         return self.rc
 
     def _close_log(self) -> None:
@@ -151,8 +190,6 @@ atexit.register(kill_all)
 def run_json(argv: list[str], *, env: dict, cwd: str | None = None, timeout: float,
              log_path: Path) -> dict:
     """Run a client command to completion (bounded) and parse the JSON on its last stdout line."""
-    import json
-
     with open(log_path, "ab") as log:
         log.write(("\n$ " + " ".join(argv) + "\n").encode())
         log.flush()

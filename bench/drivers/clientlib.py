@@ -7,7 +7,14 @@ A client module supplies callables; ``main()`` dispatches the command line
     prefill N             -> {"n", "seconds"}              untimed setup for a drain
     pickup N BUDGET_S     -> {"latencies_ms": [...], ...}  idle-worker pickup latency
 
-and prints exactly one JSON object on the last stdout line.
+and prints exactly one JSON object on the last stdout line.  A client's other kinds of
+single enqueue (``singles``: raw's enqueue_single_plain, django-pgjobs' enqueue_single_sql)
+run the same way (``CMD N``), and
+
+    serve_single CMD      -> {"ready": true, ...}, then one JSON line per command on stdin
+
+keeps a producer of CMD (enqueue_single or one of ``singles``) alive: the orchestrator hands
+each single-enqueue series blocks of jobs in turn (see ``serve_single``).
 """
 
 from __future__ import annotations
@@ -30,14 +37,44 @@ def _emit(obj) -> None:
     sys.stdout.flush()
 
 
-def enqueue_single(enqueue_one: Callable[[int], None], n: int) -> dict:
+def warm_up(enqueue_one: Callable[[int], None]) -> None:
     for i in range(WARMUP):  # connection set-up, prepared statements, import caches
         enqueue_one(-1 - i)
+
+
+def enqueue_single(enqueue_one: Callable[[int], None], n: int) -> dict:
+    warm_up(enqueue_one)
     t0 = time.perf_counter()
     for i in range(n):
         enqueue_one(i)
     dt = time.perf_counter() - t0
     return {"n": n, "seconds": dt, "rate": n / dt, "warmup_jobs": WARMUP}
+
+
+def serve_single(enqueue_one: Callable[[int], None]) -> None:
+    """The same warm-up and timed calls as ``enqueue_single``, in blocks the orchestrator asks
+    for on stdin, so that the single-enqueue series can take turns every few dozen
+    milliseconds (a commit's WAL flush drifts from second to second on a shared machine).
+
+    ``run N`` enqueues the next N jobs (sequence numbers continue from block to block) and
+    answers {"n": N, "seconds": S}, S timing those N calls alone; ``quit`` or EOF ends.
+    """
+    warm_up(enqueue_one)
+    _emit({"ready": True, "warmup_jobs": WARMUP})
+    seq = 0
+    while line := sys.stdin.readline():
+        words = line.split()
+        if words == ["quit"]:
+            break
+        if len(words) != 2 or words[0] != "run":
+            raise SystemExit(f"serve_single: unknown command {line.strip()!r}")
+        n = int(words[1])
+        t0 = time.perf_counter()
+        for i in range(seq, seq + n):
+            enqueue_one(i)
+        dt = time.perf_counter() - t0
+        seq += n
+        _emit({"n": n, "seconds": dt})
 
 
 def enqueue_bulk(enqueue_many: Callable[[list[int]], None], n: int) -> dict:
@@ -112,11 +149,21 @@ def pickup(
 def main(
     enqueue_one: Callable[[int], None] | None,
     enqueue_many: Callable[[list[int]], None] | None,
-    extra: dict[str, Callable[..., dict]] | None = None,
+    singles: dict[str, Callable[[], Callable[[int], None]]] | None = None,
 ) -> None:
+    """``singles``: the client's other single-enqueue commands, each mapped to a function that
+    sets it up (connection...) and returns its ``enqueue_one``."""
     cmd, args = sys.argv[1], sys.argv[2:]
+    singles = singles or {}
+    if cmd == "serve_single":
+        if args[0] != "enqueue_single" and args[0] not in singles:
+            raise SystemExit(f"serve_single: unknown command {args[0]!r}")
+        serve_single(enqueue_one if args[0] == "enqueue_single" else singles[args[0]]())
+        return
     if cmd == "enqueue_single":
         res = enqueue_single(enqueue_one, int(args[0]))
+    elif cmd in singles:
+        res = enqueue_single(singles[cmd](), int(args[0]))
     elif cmd == "enqueue_bulk":
         res = enqueue_bulk(enqueue_many, int(args[0]))
     elif cmd == "prefill":
@@ -124,8 +171,6 @@ def main(
     elif cmd == "pickup":
         gap = (float(args[2]), float(args[3])) if len(args) >= 4 else (0.02, 0.05)
         res = pickup(enqueue_one, int(args[0]), float(args[1]), gap=gap)
-    elif extra and cmd in extra:
-        res = extra[cmd](*args)
     else:
         raise SystemExit(f"unknown command {cmd!r}")
     _emit(res)

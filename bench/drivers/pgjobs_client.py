@@ -8,6 +8,7 @@ enqueue_single with it)."""
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 here = Path(__file__).resolve().parent
@@ -30,7 +31,8 @@ def enqueue_batch(seqs: list[int]) -> None:
     enqueue_many("noop", [{"i": i} for i in seqs], queue="default")
 
 
-def enqueue_single_sql(n: str) -> dict:
+def sql_enqueue_one() -> Callable[[int], None]:
+    """enqueue_single_sql's enqueue_one, on its own psycopg connection."""
     import json
 
     import psycopg
@@ -47,8 +49,8 @@ def enqueue_single_sql(n: str) -> dict:
             "noop", "default", 0, json.dumps({"i": i}), None, None, None, 5, None, None, 0.0,
             channel), prepare=True).fetchone()
 
-    return clientlib.enqueue_single(one, int(n))
+    return one
 
 
 if __name__ == "__main__":
-    clientlib.main(enqueue_one, enqueue_batch, {"enqueue_single_sql": enqueue_single_sql})
+    clientlib.main(enqueue_one, enqueue_batch, {"enqueue_single_sql": sql_enqueue_one})

@@ -2,6 +2,7 @@
 
     python raw.py schema
     python raw.py enqueue_single N | enqueue_single_plain N | enqueue_bulk N | prefill N | pickup N S
+    python raw.py serve_single enqueue_single|enqueue_single_plain
     python raw.py worker --mode limit|perjob [--batch 100] [--burst]
 
 Schema: one table, a partial index on pending rows, and a statement-level trigger that
@@ -166,10 +167,9 @@ def main() -> None:
         print(json.dumps({"ok": True}))
     elif cmd == "worker":
         worker(sys.argv[2:])
-    elif cmd == "enqueue_single_plain":
-        clientlib._emit(clientlib.enqueue_single(enqueue_one_plain, int(sys.argv[2])))
     else:
-        clientlib.main(enqueue_one, enqueue_many)
+        singles = {"enqueue_single_plain": lambda: enqueue_one_plain}
+        clientlib.main(enqueue_one, enqueue_many, singles)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 // pg-boss producer, same commands and JSON output as bench/drivers/clientlib.py:
 //   node client.mjs schema | enqueue_single N | enqueue_bulk N | prefill N | pickup N BUDGET_S
+//   node client.mjs serve_single enqueue_single   (then "run N" / "quit" on stdin)
+import readline from 'node:readline';
 import { loadPgBoss, makeBoss, QUEUE, nowNs, ProbeReader, sleepMs } from './common.mjs';
 
 const PICKUP_SEQ_BASE = 1000000000;
@@ -25,6 +27,20 @@ if (cmd === 'schema') {
   for (let i = 0; i < n; i++) await sendOne(i);
   const s = secs(t0);
   out = { n, seconds: s, rate: n / s, warmup_jobs: WARMUP };
+} else if (cmd === 'serve_single' && a1 === 'enqueue_single') {
+  // clientlib.serve_single: warm up, then time each block of "run N" alone (no IPC)
+  for (let i = 0; i < WARMUP; i++) await sendOne(-1 - i);
+  process.stdout.write(JSON.stringify({ ready: true, warmup_jobs: WARMUP }) + '\n');
+  let seq = 0;
+  for await (const line of readline.createInterface({ input: process.stdin })) {
+    const words = line.trim().split(/\s+/);
+    if (words[0] === 'quit') break;
+    if (words.length !== 2 || words[0] !== 'run') throw new Error(`serve_single: unknown ${line}`);
+    const n = Number(words[1]);
+    const t0 = nowNs();
+    for (const end = seq + n; seq < end; seq++) await sendOne(seq);
+    process.stdout.write(JSON.stringify({ n, seconds: secs(t0) }) + '\n');
+  }
 } else if (cmd === 'enqueue_bulk') {
   const n = Number(a1);
   await sendMany(Array.from({ length: 100 }, (_, k) => -100 + k));
@@ -79,5 +95,5 @@ if (cmd === 'schema') {
   throw new Error(`unknown command ${cmd}`);
 }
 await boss.stop({ graceful: false, timeout: 1000 });
-process.stdout.write(JSON.stringify(out) + '\n');
+if (out) process.stdout.write(JSON.stringify(out) + '\n');
 process.exit(0);
