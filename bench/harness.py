@@ -548,7 +548,8 @@ def single_turn(ctx: Ctx, series: list[tuple[System, str]], n: int, block: int, 
     their stdin: one producer works at any time, and the order rotates every block (A B C,
     B C A, ...), so that no series always comes first. The producer times its calls alone,
     without the round trip of the command. A producer that dies or does not answer goes to
-    ``fail`` (out of the run). Returns {"series": {(system key, cmd): sample}} for the series that got through.
+    ``fail`` (out of the run). Returns {"series": {(system key, cmd): sample}} for the series
+    that got through.
     """
     for s in {s.key: s for s, _ in series}.values():
         reset(s)
@@ -565,7 +566,8 @@ def single_turn(ctx: Ctx, series: list[tuple[System, str]], n: int, block: int, 
         for s, cmd in series:
             argv, cwd = s.client_argv("serve_single", cmd)
             producers[(s, cmd)] = procs.Proc(argv, env=s.env(), cwd=cwd, pipes=True,
-                                             log_path=ctx.tmp / f"{s.key}.log", name=f"{s.key} {cmd}")
+                                             log_path=ctx.tmp / f"{s.key}.log",
+                                             name=f"{s.key} {cmd}")
         for pair in list(producers):  # they start up side by side
             try:
                 warmup[pair] = producers[pair].reply(SINGLE_READY_TIMEOUT_S)["warmup_jobs"]

@@ -39,7 +39,13 @@ class Migration(migrations.Migration):
                 ),
                 migrations.AddConstraint(
                     model_name='job',
-                    constraint=models.CheckConstraint(condition=django_pgjobs.models.TextIn('status', ['PENDING', 'RUNNING', 'COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELLED']), name='pgjobs_job_status_valid'),
+                    constraint=models.CheckConstraint(
+                        condition=django_pgjobs.models.TextIn('status', [
+                            'PENDING', 'RUNNING', 'COMPLETED', 'COMPLETED_WITH_ERRORS',
+                            'FAILED', 'CANCELLED',
+                        ]),
+                        name='pgjobs_job_status_valid',
+                    ),
                 ),
             ],
         ),
