@@ -451,14 +451,14 @@ class Worker:
                 lines.append(_SUCCESS_FMT % (_SUCCESS[completion.status],
                                              *_job_args(item.job, completion)))
             elif log_successes or not applied or completion.status not in _SUCCESS:
-                if lines and direct:  # keep the lines in order
+                if lines:  # keep the lines in order (only the direct path collects them)
                     direct.write_messages(logger.name, logging.INFO, lines)
                     lines = []
                 self._log_finished(item, completion, applied)
             signals.job_finished.send(
                 sender=item.job.type, job=item.job, completion=completion, applied=applied
             )
-        if lines and direct:
+        if lines:
             direct.write_messages(logger.name, logging.INFO, lines)
         self.finished_total += len(batch)
 

@@ -1,10 +1,16 @@
-"""runjobs' default log format: the standard Formatter's output, the seconds formatted once."""
+"""runjobs' console (worker/console.py): its format is the standard Formatter's output with the
+seconds formatted once, and its direct path for a batch's success lines writes the same text."""
 
+import io
 import logging
+import time
 
+import pytest
+
+from django_pgjobs.worker import console
 from django_pgjobs.worker.console import ConsoleFormatter
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+FORMAT = console.FORMAT
 
 
 def _record(created: float) -> logging.LogRecord:
@@ -29,13 +35,6 @@ def test_an_explicit_date_format_is_the_standard_one():
 
 
 # --- the direct path for the per-job success lines -------------------------------------------
-
-import io  # noqa: E402
-import time  # noqa: E402
-
-import pytest  # noqa: E402
-
-from django_pgjobs.worker import console  # noqa: E402
 
 
 @pytest.fixture
