@@ -1,3 +1,4 @@
-from .loop import Worker, WorkerOptions
+from .loop import Worker
+from .options import WorkerOptions
 
 __all__ = ["Worker", "WorkerOptions"]

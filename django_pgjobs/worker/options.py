@@ -1,0 +1,60 @@
+"""WorkerOptions: what one runjobs process does, defaulting to the PGJOBS settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import conf
+
+_D = conf.DEFAULTS  # the options' defaults are the settings' (from_settings reads PGJOBS)
+
+
+@dataclass
+class WorkerOptions:
+    queues: list[str] | None = None  # None: every queue
+    concurrency: int = _D["CONCURRENCY"]
+    batch_size: int = _D["BATCH_SIZE"]
+    prefetch: int = _D["PREFETCH"]  # jobs held beyond one per thread while all are short
+    burst: bool = False
+    max_jobs: int | None = None
+    poll_interval: float = _D["POLL_INTERVAL"]
+    shutdown_timeout: float = _D["SHUTDOWN_TIMEOUT"]
+    worker_id: str | None = None
+    lease_seconds: float = _D["LEASE_SECONDS"]
+    reap_interval: float = _D["REAP_INTERVAL"]
+    listen: bool = True
+    install_signal_handlers: bool = True
+    # Observability (health.py): runjobs --health-port / --health-host.
+    health_port: int | None = None
+    health_host: str = "0.0.0.0"  # noqa: S104 - probes come from outside the pod
+    fair_share: bool = _D["FAIR_SHARE"]
+    # Run claimed jobs on the thread that calls run_once(), no executor threads: the jobs see
+    # that thread's transaction (testing.run_jobs() inside a TestCase). Timeouts are not enforced.
+    inline: bool = False
+    using: str = _D["DATABASE"]
+    # Periodic maintenance of long-lived workers (not --burst): cron schedules, pruning.
+    scheduler: bool = True
+    scheduler_interval: float = _D["SCHEDULER_INTERVAL"]
+    prune: bool = True
+    prune_interval: float = _D["PRUNE_INTERVAL"]
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> WorkerOptions:
+        base = cls(
+            concurrency=conf.get("CONCURRENCY"),
+            batch_size=conf.get("BATCH_SIZE"),
+            prefetch=conf.get("PREFETCH"),
+            poll_interval=conf.get("POLL_INTERVAL"),
+            shutdown_timeout=conf.get("SHUTDOWN_TIMEOUT"),
+            lease_seconds=conf.get("LEASE_SECONDS"),
+            reap_interval=conf.get("REAP_INTERVAL"),
+            fair_share=conf.get("FAIR_SHARE"),
+            using=conf.get("DATABASE"),
+            scheduler_interval=conf.get("SCHEDULER_INTERVAL"),
+            prune_interval=conf.get("PRUNE_INTERVAL"),
+        )
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(base, key, value)
+        return base
