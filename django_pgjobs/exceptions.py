@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
+from typing import Any
 
 
 class PgJobsError(Exception):
@@ -43,12 +45,16 @@ class InvalidJobOption(EnqueueError):
 # --- raised by handlers ------------------------------------------------------------------------
 
 
+MAX_RETRY_DELAY = 10 * 365 * 86400  # seconds: a Retry further out than this is a mistake
+
+
 class Retry(PgJobsError):  # noqa: N818 - reads as an instruction: raise Retry(...)
     """Raise from a handler to try again later, at a time you choose.
 
-    ``Retry(delay=timedelta(minutes=5))`` or ``Retry(at=aware_datetime)``; with neither, the
-    handler type's backoff applies. The attempt still counts: when attempts are exhausted the job
-    ends FAILED.
+    ``Retry(delay=timedelta(minutes=5))`` (or seconds; negative means now) or
+    ``Retry(at=aware_datetime)``; with neither, the handler type's backoff applies. The attempt
+    still counts: when attempts are exhausted the job ends FAILED. Bad arguments raise
+    TypeError/ValueError here, in the handler, and the job's error says why.
     """
 
     def __init__(
@@ -60,11 +66,37 @@ class Retry(PgJobsError):  # noqa: N818 - reads as an instruction: raise Retry(.
     ):
         if delay is not None and at is not None:
             raise ValueError("Retry takes delay= or at=, not both")
-        if isinstance(delay, timedelta):
-            delay = delay.total_seconds()
-        self.delay = delay
-        self.at = at
+        self.delay = retry_delay_seconds(delay)
+        self.at = retry_time(at)
         super().__init__(reason or "retry requested by the handler")
+
+
+def retry_delay_seconds(delay: Any) -> float | None:
+    """``Retry(delay=...)`` as seconds from now, or TypeError/ValueError saying what is wrong."""
+    if delay is None:
+        return None
+    if isinstance(delay, timedelta):
+        delay = delay.total_seconds()
+    if isinstance(delay, bool) or not isinstance(delay, int | float):
+        raise TypeError(f"Retry(delay=...) takes seconds or a timedelta, got {delay!r}")
+    if not math.isfinite(delay):
+        raise ValueError(f"Retry(delay={delay!r}) must be a finite number of seconds")
+    if delay > MAX_RETRY_DELAY:
+        raise ValueError(f"Retry(delay={delay!r}) must be at most {MAX_RETRY_DELAY} seconds "
+                         "(10 years)")
+    return max(0.0, float(delay))
+
+
+def retry_time(at: Any) -> datetime | None:
+    """``Retry(at=...)`` checked: an aware datetime, or TypeError/ValueError saying why not."""
+    if at is None:
+        return None
+    if not isinstance(at, datetime):
+        raise TypeError(f"Retry(at=...) needs an aware datetime, got {type(at).__name__} {at!r}")
+    if at.utcoffset() is None:
+        raise ValueError(f"Retry(at={at!r}) needs an aware datetime (with a time zone); "
+                         "use django.utils.timezone.now() + timedelta(...)")
+    return at
 
 
 class Fail(PgJobsError):  # noqa: N818 - reads as an instruction: raise Fail(...)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -505,6 +505,18 @@ def limited_queues(using: str | None = None) -> list[str]:
         return [r[0] for r in cur.fetchall()]
 
 
+# --- history --------------------------------------------------------------------------------
+
+
+def _history_entry(outcome: str, error: str, duration_ms: str | None = None) -> str:
+    """SQL appending one attempt to ``j.history``: attempt, worker, start, outcome, error (and
+    duration): the one builder of the finalize, the release and the reaper."""
+    duration = f"'duration_ms', {duration_ms}, " if duration_ms else ""
+    return (f"j.history || jsonb_build_array(jsonb_build_object("
+            f"'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at, "
+            f"{duration}'error', {error}, 'outcome', {outcome}))")
+
+
 # --- finalize ----------------------------------------------------------------------------------
 
 # Plan safety (all three lease-fenced writes below). The fence is the lease token: the CHECK
@@ -533,10 +545,8 @@ SET status = v.status,
                      THEN COALESCE(v.run_at, now() + v.delay * interval '1 second')
                      ELSE j.run_after END,
     history = CASE WHEN v.status = 'PENDING' OR v.status = 'FAILED'
-                   THEN j.history || jsonb_build_array(jsonb_build_object(
-                        'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at,
-                        'duration_ms', v.duration_ms, 'error', left(v.error, 2000),
-                        'outcome', COALESCE(v.note, v.status)))
+                   THEN {_history_entry("COALESCE(v.note, v.status)", "left(v.error, 2000)",
+                                        "v.duration_ms")}
                    ELSE j.history END,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -671,9 +681,7 @@ SET status = 'PENDING',
     attempts = j.attempts - CASE WHEN %s THEN 1 ELSE 0 END,
     run_after = now(),
     started_at = NULL,
-    history = j.history || jsonb_build_array(jsonb_build_object(
-        'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at,
-        'outcome', 'released', 'error', %s::text)),
+    history = {_history_entry("'released'", "%s::text")},
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
@@ -701,43 +709,56 @@ def release(
         return {r[0] for r in cur.fetchall()}
 
 
+_EXPIRED = f"""
+SELECT id, type, attempts, max_attempts FROM {T}
+WHERE status = 'RUNNING' AND lease_expires_at < COALESCE(%(now)s, now())
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+"""
+
 _REAP = f"""
-WITH expired AS MATERIALIZED (
-    SELECT id FROM {T}
-    WHERE status = 'RUNNING' AND lease_expires_at < now()
-    ORDER BY lease_expires_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
 UPDATE {T} j
-SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+SET status = v.status,
     error = 'lease expired: worker ' || COALESCE(j.locked_by, '?')
             || ' stopped renewing it (crashed, killed or stalled) during attempt '
             || j.attempts || '/' || j.max_attempts,
-    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-    run_after = CASE WHEN j.attempts >= j.max_attempts THEN j.run_after
-                ELSE now() + LEAST(%(cap)s, %(base)s * power(2, GREATEST(j.attempts, 1) - 1))
-                             * interval '1 second' END,
-    history = j.history || jsonb_build_array(jsonb_build_object(
-        'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at,
-        'outcome', 'lease_expired', 'error', 'lease expired')),
+    finished_at = CASE WHEN v.status = 'FAILED' THEN now() END,
+    run_after = CASE WHEN v.status = 'FAILED' THEN j.run_after
+                ELSE now() + v.delay * interval '1 second' END,
+    history = {_history_entry("'lease_expired'", "'lease expired'")},
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-FROM expired
-WHERE j.id = expired.id AND j.status = 'RUNNING' AND j.lease_expires_at < now()
+FROM unnest(%(ids)s::bigint[], %(statuses)s::text[], %(delays)s::float8[]) AS v(id, status, delay)
+WHERE j.id = v.id AND j.status = 'RUNNING' AND j.lease_expires_at < COALESCE(%(now)s, now())
 RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts
 """
 
 
-def reap(*, limit: int = 500, using: str | None = None) -> list[tuple[int, str, str, int, int]]:
-    """Rescue RUNNING jobs whose lease expired: back to PENDING with backoff, or FAILED.
+def reap(
+    fate: Callable[[str, int, int], Any], *, limit: int = 500, now: datetime | None = None,
+    using: str | None = None,
+) -> list[tuple[int, str, str, int, int]]:
+    """Rescue RUNNING jobs whose lease expired (before ``now``, default the database clock):
+    ``fate(type, attempts, max_attempts)`` -> a retry.Decision says PENDING after its delay,
+    or FAILED. Returns (id, type, status, attempts, max_attempts) of each job rescued.
 
-    Idempotent and safe to run from every worker at once (SKIP LOCKED, re-checked condition).
+    Safe to run from every worker at once (SKIP LOCKED, condition checked again).
     """
-    params = {"limit": limit, "base": conf.get("BACKOFF_BASE"), "cap": conf.get("BACKOFF_MAX")}
-    with _cursor(using) as cur:
-        cur.execute(_REAP, params)
+    alias = using or conf.get("DATABASE")
+    with transaction.atomic(using=alias), _cursor(alias) as cur:
+        cur.execute(_EXPIRED, {"now": now, "limit": limit})
+        expired = cur.fetchall()
+        if not expired:
+            return []
+        decisions = [fate(job_type, attempts, max_attempts)
+                     for _, job_type, attempts, max_attempts in expired]
+        cur.execute(_REAP, {
+            "now": now, "ids": [r[0] for r in expired],
+            "statuses": [str(d.status) for d in decisions],
+            "delays": [d.delay or 0.0 for d in decisions],
+        })
         return [tuple(r) for r in cur.fetchall()]  # type: ignore[misc]
 
 

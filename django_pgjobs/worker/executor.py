@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
 import traceback
-from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
@@ -16,11 +14,12 @@ from django.db.backends.signals import connection_created
 
 from .. import conf, queries, retry
 from ..context import JobContext
-from ..exceptions import Fail, LeaseLost, Retry
+from ..exceptions import Fail, LeaseLost
 from ..queries import Completion
 from ..registry import HandlerSpec
 from ..status import JobStatus
 from ..tracing import current_job_id, current_trace_id
+from .storable import storable_json, storable_text
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -57,11 +56,9 @@ def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, s
     if not patch:
         return None, None
     try:
-        text = json.dumps(patch, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        patch, text = storable_json(patch)
+    except (TypeError, ValueError, RecursionError) as exc:
         return None, f"handler returned a result that is not JSON ({exc}); nothing was stored"
-    if "\\u0000" in text:
-        return None, "handler returned a result containing NUL (\\u0000), which jsonb cannot store"
     limit = conf.get("MAX_RESULT_BYTES")
     if len(text) > limit:
         return {"result_truncated": True, "result_bytes": len(text)}, None
@@ -99,13 +96,13 @@ def execute(
         value = _call(spec, job)
     except BaseException as exc:  # noqa: BLE001 - a handler must never take the worker down
         duration_ms = int((time.monotonic() - started) * 1000)
-        return _on_error(spec, job, exc, duration_ms)
+        return outcome_of_error(spec, job, exc, duration_ms)
     finally:
         current_trace_id.reset(trace_token)
         current_job_id.reset(job_token)
         if inline or getattr(_thread, "opened", False):
             _reset_connections(keep=callers)
-    return _on_return(job, value, int((time.monotonic() - started) * 1000))
+    return outcome_of_return(job, value, int((time.monotonic() - started) * 1000))
 
 
 def _execute_in_transaction(
@@ -118,7 +115,7 @@ def _execute_in_transaction(
     """
     with transaction.atomic(using=using):
         value = spec.func(job)
-        done = _on_return(job, value, int((time.monotonic() - started) * 1000))
+        done = outcome_of_return(job, value, int((time.monotonic() - started) * 1000))
         if done.status not in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
             raise Fail(done.error or "handler result refused")
         if job.id not in queries.finalize([done], using=using):
@@ -130,9 +127,11 @@ def _execute_in_transaction(
     return done
 
 
-def _on_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
+def outcome_of_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
+    """The Completion of a handler that returned ``value``."""
     patch, bad_result = _result_patch(value, job)
-    done = Completion(id=job.id, token=job._lease, attempt=job.attempts, status="", duration_ms=duration_ms)
+    done = Completion(id=job.id, token=job._lease, attempt=job.attempts, status="",
+                      duration_ms=duration_ms)
     if bad_result is not None:
         done.status = JobStatus.FAILED
         done.error = bad_result
@@ -142,29 +141,28 @@ def _on_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
     return done
 
 
-def _on_error(spec: HandlerSpec, job: JobContext, exc: BaseException, duration_ms: int) -> Completion:
-    done = Completion(
-        id=job.id, token=job._lease, attempt=job.attempts, status=JobStatus.FAILED,
-        error=(spec.format_error or format_error)(exc), duration_ms=duration_ms,
+def outcome_of_error(
+    spec: HandlerSpec, job: JobContext, exc: BaseException, duration_ms: int
+) -> Completion:
+    """The Completion of a run that ended in ``exc`` (raised, or a timeout): retry or fail."""
+    decision = retry.decide(spec, job.attempts, job.max_attempts, exc)
+    error = _error_text(spec, exc)
+    if decision.problem:
+        error = f"{error.rstrip()}\n[django-pgjobs] {storable_text(decision.problem)}"
+    return Completion(
+        id=job.id, token=job._lease, attempt=job.attempts, status=decision.status,
+        error=error, duration_ms=duration_ms, delay=decision.delay, run_at=decision.run_at,
+        note=decision.note,
     )
-    if isinstance(exc, Fail):
-        done.note = "failed"
-        return done
-    if isinstance(exc, LeaseLost):
-        done.note = "lease_lost"  # the finalize will be refused too: nothing is overwritten
-        return done
-    if not retry.attempts_left(job.attempts, job.max_attempts):
-        done.note = "attempts_exhausted"
-        return done
-    done.status = JobStatus.PENDING
-    if isinstance(exc, Retry) and exc.at is not None:
-        done.run_at = exc.at if isinstance(exc.at, datetime) else None
-    elif isinstance(exc, Retry) and exc.delay is not None:
-        done.delay = max(0.0, float(exc.delay))
-    else:
-        done.delay = retry.retry_delay(spec, job.attempts)
-    done.note = "retry"
-    return done
+
+
+def _error_text(spec: HandlerSpec, exc: BaseException) -> str:
+    """The job's ``error``: the type's format_error, or the traceback if that fails."""
+    try:
+        return storable_text((spec.format_error or format_error)(exc))
+    except Exception as bad:  # noqa: BLE001 - a formatter's bug must not lose the job
+        return storable_text(f"{format_error(exc)}\n[django-pgjobs] format_error failed: "
+                             f"{bad.__class__.__name__}: {bad}")
 
 
 def _open_transactions() -> set[str]:

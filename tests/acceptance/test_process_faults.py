@@ -114,8 +114,8 @@ def test_unstarted_jobs_are_released_at_once_with_attempts_refunded():
     enqueue_many("test.noop", [{}] * 3)
     worker = Worker(WorkerOptions.from_settings(concurrency=3, listen=False,
                                                 install_signal_handlers=False))
-    worker._types = ["test.noop"]  # claim without starting executor threads
-    assert worker.finalize_and_claim() == 3
+    worker.producer.types = ["test.noop"]  # claim without starting executor threads
+    assert worker.cycle() == 3
     assert sql_one("SELECT count(*) FROM pgjobs_job WHERE status='RUNNING' AND attempts=1") == 3
     worker.shutdown()
     assert sql("SELECT status, attempts, count(*) FROM pgjobs_job GROUP BY 1, 2") == [

@@ -9,6 +9,7 @@ from django.db import connections
 from django_pgjobs import enqueue, enqueue_many, queries
 from django_pgjobs.models import Job
 from django_pgjobs.queries import Completion
+from django_pgjobs.worker.maintenance import reaped_fate
 from tests.acceptance.invariants import Invariants
 from tests.conftest import deadlocks, sql, sql_one
 from tests.testapp.models import Execution
@@ -112,7 +113,7 @@ def test_reaper_and_finalize_race_on_separate_connections():
         def do_reap(barrier=barrier):
             try:
                 barrier.wait()
-                results["reap"] = bool(queries.reap())
+                results["reap"] = bool(queries.reap(reaped_fate))
             finally:
                 connections.close_all()
 

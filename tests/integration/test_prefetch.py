@@ -7,7 +7,7 @@ import pytest
 
 from django_pgjobs import JobStatus, enqueue, enqueue_many, handler, registry
 from django_pgjobs.models import Job, Queue
-from django_pgjobs.worker import Worker, WorkerOptions, loop
+from django_pgjobs.worker import Worker, WorkerOptions, producer
 from tests.conftest import eventually, run_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,9 +49,9 @@ def settle(worker, n, *, short=True):
     """Wait until ``n`` claimed runs ended (and fed the handoff's run times). With ``short``,
     the type's typical run time is then set well under Handoff.short: a busy machine can stall
     a no-op run past 1 ms, and these tests are about what the claim does with short types."""
-    eventually(lambda: worker._finished.qsize() >= n, timeout=10, message=f"{n} runs ended")
+    eventually(lambda: worker.completer.waiting() >= n, timeout=10, message=f"{n} runs ended")
     if short:
-        worker._work._typical["test.quick"] = 0.00001
+        worker.handoff._typical["test.quick"] = 0.00001
 
 
 @pytest.mark.parametrize(("prefetch", "config", "second_claim"), [
@@ -85,7 +85,7 @@ def test_the_batch_size_still_caps_a_claim(quick):
 
 
 def test_prefetched_jobs_stuck_behind_a_long_run_are_given_back(quick, monkeypatch):
-    monkeypatch.setattr(loop, "HOLD_MAX", 0.2)
+    monkeypatch.setattr(producer, "HOLD_MAX", 0.2)
     warm = enqueue("test.quick", {})
     worker = started(concurrency=1, prefetch=5)
     try:
@@ -143,7 +143,7 @@ def _fail_once(monkeypatch):
 
 
 def test_held_jobs_whose_release_fails_stay_queued_and_are_released_later(quick, monkeypatch):
-    monkeypatch.setattr(loop, "HOLD_MAX", 0.2)
+    monkeypatch.setattr(producer, "HOLD_MAX", 0.2)
     worker, held = _stuck_with_five_held(quick)
     try:
         calls = _fail_once(monkeypatch)
@@ -151,7 +151,7 @@ def test_held_jobs_whose_release_fails_stay_queued_and_are_released_later(quick,
         assert worker.run_once() == 0  # the release fails: the loop backs off
         assert len(calls) == 1 and worker._db_backoff > 0
         assert Job.objects.filter(id__in=held, status=JobStatus.RUNNING).count() == 5
-        assert [i.job.id for _, i in worker._work._items] == held  # queued again, in order
+        assert [i.job.id for _, i in worker.handoff._items] == held  # queued again, in order
         threading.Event().wait(0.3)  # requeued counts as moved: another HOLD_MAX
         worker.run_once()
         assert len(calls) == 2

@@ -7,6 +7,7 @@ import pytest
 from django_pgjobs import enqueue, enqueue_many, queries
 from django_pgjobs.models import Job
 from django_pgjobs.queries import Completion
+from django_pgjobs.worker.maintenance import reaped_fate
 from tests.conftest import sql, sql_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,7 +122,7 @@ def test_reap_requeues_expired_leases_with_backoff():
     enqueue("test.echo", {})
     (row,) = claim()
     sql("UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 second'")
-    reaped = queries.reap()
+    reaped = queries.reap(reaped_fate)
     assert [(r[0], r[2]) for r in reaped] == [(row.id, "PENDING")]
     job = Job.objects.get(pk=row.id)
     assert job.attempts == 1 and "lease expired" in job.error and job.lease_token is None
@@ -135,7 +136,7 @@ def test_reap_fails_jobs_out_of_attempts():
     enqueue("test.echo", {}, max_attempts=1)
     claim()
     sql("UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 second'")
-    assert [r[2] for r in queries.reap()] == ["FAILED"]
+    assert [r[2] for r in queries.reap(reaped_fate)] == ["FAILED"]
     job = Job.objects.get()
     assert job.status == "FAILED" and job.finished_at is not None and "1/1" in job.error
 
@@ -144,7 +145,7 @@ def test_reap_leaves_live_leases_and_finished_jobs_alone():
     enqueue_many("test.echo", [{}, {}])
     a, b = claim()
     queries.finalize([Completion(id=a.id, token=a.lease_token, attempt=1, status="COMPLETED")])
-    assert queries.reap() == []
+    assert queries.reap(reaped_fate) == []
     assert Job.objects.get(pk=a.id).status == "COMPLETED"
     assert Job.objects.get(pk=b.id).status == "RUNNING"
 
@@ -159,9 +160,9 @@ def test_reaper_never_overwrites_a_completion_race_loop():
         done = Completion(id=row.id, token=row.lease_token, attempt=1, status="COMPLETED")
         if i % 2:
             won_finalize = queries.finalize([done]) == {row.id}
-            won_reap = bool(queries.reap())
+            won_reap = bool(queries.reap(reaped_fate))
         else:
-            won_reap = bool(queries.reap())
+            won_reap = bool(queries.reap(reaped_fate))
             won_finalize = queries.finalize([done]) == {row.id}
         assert won_finalize != won_reap
         status = Job.objects.get(pk=row.id).status

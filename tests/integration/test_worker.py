@@ -269,7 +269,7 @@ def test_a_short_job_type_that_runs_long_does_not_hold_back_its_batch():
         enqueue_many("test.quick", [{"name": f"o{i}"} for i in range(3)])
         worker = Worker(WorkerOptions.from_settings(
             burst=True, listen=False, install_signal_handlers=False, concurrency=4))
-        worker._work.ran("test.quick", 0.00001)  # its runs so far were short
+        worker.handoff.ran("test.quick", 0.00001)  # its runs so far were short
         t = threading.Thread(target=worker.run)
         t.start()
         try:
@@ -302,8 +302,8 @@ def test_a_batch_of_short_jobs_runs_on_one_executor_thread():
         enqueue_many("test.quick", [{}] * 8)
         worker = Worker(WorkerOptions.from_settings(
             burst=True, listen=False, install_signal_handlers=False, concurrency=8))
-        worker._work.ran("test.quick", 0.00001)
-        worker._work.grace = 10.0  # never spread: this test is about the batch alone
+        worker.handoff.ran("test.quick", 0.00001)
+        worker.handoff.grace = 10.0  # never spread: this test is about the batch alone
         assert worker.run() == 0
     finally:
         registry.unregister("test.quick")
@@ -354,9 +354,9 @@ def test_the_handler_sees_its_lease_token_as_a_uuid():
 def test_one_info_record_per_outcome_names_its_job(caplog, monkeypatch, stock_logger):
     """The per-job success line is built by hand (no stack search) with the standard Logger
     class, through logger.info() with a project's own: the same record either way."""
-    from django_pgjobs.worker import loop
+    from django_pgjobs.worker import completer
 
-    monkeypatch.setattr(loop, "_STOCK_LOGGER", stock_logger)
+    monkeypatch.setattr(completer, "_STOCK_LOGGER", stock_logger)
     ok = enqueue("test.noop", {}, trace_id="trace-ok")
     with_errors = enqueue("test.behave", {"do": "items", "n": 2})
     with caplog.at_level(logging.INFO, logger="django_pgjobs.worker"):
@@ -370,7 +370,7 @@ def test_one_info_record_per_outcome_names_its_job(caplog, monkeypatch, stock_lo
     )
     assert (record.action, record.job_type, record.trace_id) == (
         "job.completed", "test.noop", "trace-ok")
-    assert record.funcName == "_log_finished" and record.pathname.endswith("worker/loop.py")
+    assert record.funcName == "_log_finished" and record.pathname.endswith("worker/completer.py")
     assert done[with_errors.id].action == "job.completed_with_errors"
     caplog.clear()
     enqueue("test.noop", {})

@@ -201,48 +201,53 @@ def test_many_workers_racing_for_the_same_tick_enqueue_one_job(schedules):
     assert len(jobs()) == 1 and ScheduleFire.objects.count() == 1
 
 
-class TestWorkerHook:
-    """The worker runs the scheduler and the pruner from maintain(), each at its interval."""
+class TestWorkerServices:
+    """A worker runs the scheduler and the pruner as services, each at its interval."""
 
     @pytest.fixture
     def calls(self, monkeypatch):
         seen = []
-        monkeypatch.setattr(scheduler, "enqueue_due", lambda **kw: seen.append("schedule"))
+        monkeypatch.setattr(scheduler, "enqueue_due", lambda **kw: seen.append("schedule") or {})
         monkeypatch.setattr("django_pgjobs.retention.prune_once",
-                            lambda **kw: seen.append("prune"))
+                            lambda **kw: seen.append("prune") or {})
         return seen
 
-    def worker(self, **options):
+    def runner(self, **options):
         o = WorkerOptions(listen=False, install_signal_handlers=False,
                           using=connection.alias, **options)
-        return Worker(o)
+        return Worker(o).services
 
-    def test_runs_each_step_at_its_interval(self, calls, monkeypatch):
-        w = self.worker(scheduler_interval=60, prune_interval=600)
+    def test_runs_each_service_at_its_interval(self, calls, monkeypatch):
         clock = [1000.0]
-        monkeypatch.setattr("django_pgjobs.worker.loop.time.monotonic", lambda: clock[0])
-        w._next_prune = 1300.0
-        w.maintain()
-        assert calls == ["schedule"]  # at start
+        monkeypatch.setattr("django_pgjobs.worker.services.time.monotonic", lambda: clock[0])
+        monkeypatch.setattr("django_pgjobs.worker.services.random.random", lambda: 0.5)
+        runner = self.runner(scheduler_interval=60, prune_interval=600)
+        runner.run_due(clock[0])
+        assert calls == ["schedule"]  # at start; the pruner in the second half of its interval
         clock[0] = 1030.0
-        w.maintain()
+        runner.run_due(clock[0])
         assert calls == ["schedule"]
-        clock[0] = 1080.0
-        w.maintain()
+        clock[0] = 1060.0
+        runner.run_due(clock[0])
         assert calls == ["schedule", "schedule"]
-        clock[0] = 1300.0
-        w.maintain()
+        clock[0] = 1450.0  # 1000 + 600 * (0.5 + 0.5 * 0.5)
+        runner.run_due(clock[0])
         assert calls.count("prune") == 1
 
     def test_can_be_switched_off_and_stays_off_in_burst_mode(self, calls):
-        self.worker(scheduler=False, prune=False).maintain()
-        self.worker(burst=True).maintain()
+        names = {s.name for s in self.runner(scheduler=False, prune=False).services}
+        assert names.isdisjoint({"scheduler", "pruner"})
+        assert {s.name for s in self.runner(burst=True).services} == {
+            "queue_controls", "reaper", "rollup_flush"}
+        self.runner(scheduler=False, prune=False).run_due(float("inf"))
+        self.runner(burst=True).run_due(float("inf"))
         assert calls == []
 
-    def test_a_failing_step_is_logged_and_the_worker_goes_on(self, monkeypatch, caplog):
+    def test_a_failing_service_is_logged_and_the_others_go_on(self, monkeypatch, caplog, calls):
         def broken(**kw):
             raise ValueError("bug in a step")
 
         monkeypatch.setattr(scheduler, "enqueue_due", broken)
-        self.worker().maintain()
-        assert "maintenance step scheduler failed" in caplog.text
+        self.runner(prune_interval=1e-9).run_due(float("inf"))
+        assert "maintenance service scheduler failed" in caplog.text
+        assert "bug in a step" in caplog.text and calls == ["prune"]

@@ -16,6 +16,7 @@ from django_pgjobs.backend import PgJobsBackend
 from django_pgjobs.models import Job
 from django_pgjobs.status import JobStatus
 from django_pgjobs.testing import run_jobs
+from django_pgjobs.worker.maintenance import reaped_fate
 from tests.conftest import sql
 from tests.testapp import tasks as t
 from tests.testapp.models import Effect, Execution
@@ -241,7 +242,7 @@ def test_running_cancelled_and_reaped_jobs_map_to_django_statuses():
         [int(running.id), int(reaped.id)])
     sql("UPDATE pgjobs_job SET max_attempts = 1, lease_expires_at = now() - interval '1 second' "
         "WHERE id = %s", [int(reaped.id)])
-    queries.reap()
+    queries.reap(reaped_fate)
     running.refresh(), cancelled.refresh(), reaped.refresh()
     assert (running.status, running.worker_ids) == (TaskResultStatus.RUNNING, ["w-dead"])
     assert (cancelled.status, cancelled.errors) == (TaskResultStatus.FAILED, [])

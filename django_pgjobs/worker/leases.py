@@ -1,0 +1,73 @@
+"""The lease keeper, on the claim thread: renews the leases of the jobs held (every third of
+the lease), notices the lost ones and cancel requests, ends runs past their timeout, and keeps
+the worker's row alive. Nothing else runs between two of its beats but claims and finalizes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+
+from .. import queries
+from ..exceptions import JobTimeout
+from ..queries import Completion
+from . import executor
+from .options import WorkerOptions
+from .slots import InFlight, Slots
+
+logger = logging.getLogger("django_pgjobs.worker")
+
+
+class LeaseKeeper:
+    def __init__(self, worker_id: str, options: WorkerOptions, slots: Slots,
+                 finished: Callable[[InFlight, Completion], int], jobs_done: Callable[[], int]):
+        self.worker_id = worker_id
+        self.options = options
+        self.slots = slots
+        self.finished = finished  # the completer's put()
+        self.jobs_done = jobs_done
+        self.period = options.lease_seconds / 3
+        self._last = 0.0
+
+    def until_due(self, now: float) -> float:
+        """Seconds until the next beat (0: due)."""
+        return max(0.0, self._last + self.period - now)
+
+    def beat_if_due(self, now: float) -> None:
+        if now - self._last >= self.period:
+            self.end_overdue(now)
+            self.renew()
+            self._last = now
+
+    def end_overdue(self, now: float) -> None:
+        """Record a timeout for each run past its deadline; its thread is abandoned."""
+        for item in self.slots.abandon_overdue(now):
+            exc = JobTimeout(
+                f"handler ran longer than its timeout of {item.spec.effective_timeout()}s")
+            self.finished(item, executor.outcome_of_error(
+                item.spec, item.job, exc, int((now - item.started_at) * 1000)))
+
+    def renew(self) -> None:
+        o = self.options
+        items = self.slots.held()
+        if items:
+            held = queries.heartbeat(
+                [(i.job.id, i.job._lease) for i in items], o.lease_seconds, using=o.using
+            )
+            for item in items:
+                if item.job.id in held:
+                    item.job._cancel_requested = held[item.job.id]
+                elif not item.job._lease_lost:
+                    item.job._lease_lost = True
+                    logger.warning(
+                        "job.lease_lost %s#%s: another worker or the reaper took it over; its "
+                        "outcome will be discarded", item.job.type, item.job.id,
+                        extra={"action": "job.lease_lost", "job_id": item.job.id},
+                    )
+        queries.upsert_worker(
+            worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(),
+            queues=o.queues or ["*"], concurrency=o.concurrency, jobs_done=self.jobs_done(),
+            using=o.using,
+        )
+

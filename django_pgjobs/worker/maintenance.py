@@ -1,0 +1,155 @@
+"""The worker's maintenance services, one class per concern (services.py runs them).
+
+    reaper          RUNNING jobs whose lease expired -> PENDING (the type's backoff) or FAILED
+    queue_controls  which of our queues have a cluster-wide cap (the producer claims them apart)
+    rollup_flush    the dashboard's per-minute counts, one upsert
+    scheduler       cron ticks due -> jobs (each tick once, by unique constraint)
+    pruner          finished jobs past their retention, in small batches
+    depth_sample    queue depth once a minute for the cluster (one worker per minute)
+    rollup_prune    rollup rows past ROLLUP_RETENTION_DAYS (one worker at a time)
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from datetime import datetime
+
+from .. import conf, queries, registry, retention, retry, rollup, scheduler, signals
+from .completer import send_robust
+from .options import WorkerOptions
+from .services import Service
+
+logger = logging.getLogger("django_pgjobs.worker")
+
+CONTROLS_REFRESH = 2.0  # seconds between reads of pgjobs_queue's concurrency limits
+ROLLUP_PRUNE_LOCK_KEY = 0x70676A6F627302  # "pgjobs" + 2 in ASCII, as an int
+
+
+class Reaper(Service):
+    """Rescues jobs whose worker stopped renewing their lease (crashed, killed, stalled); each
+    gets the same retry decision as a run that raised (retry.decide, the type's policy)."""
+
+    name = "reaper"
+
+    def __init__(self, using: str, interval: float | None = None, limit: int = 500) -> None:
+        super().__init__(using)
+        self.interval = interval if interval is not None else conf.get("REAP_INTERVAL")
+        self.limit = limit
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        counts = {"rescued": 0, "failed": 0}
+        for job_id, job_type, status, attempts, max_attempts in queries.reap(
+                reaped_fate, limit=self.limit, now=now, using=self.using):
+            counts["failed" if status == "FAILED" else "rescued"] += 1
+            logger.warning(
+                "job.reaped %s#%s: lease expired during attempt %s/%s -> %s", job_type, job_id,
+                attempts, max_attempts, status,
+                extra={"action": "job.reaped", "job_id": job_id, "job_type": job_type},
+            )
+            send_robust(signals.job_reaped, sender=job_type, job_id=job_id, status=status)
+        return counts
+
+
+def reaped_fate(job_type: str, attempts: int, max_attempts: int) -> retry.Decision:
+    """A type registered nowhere in this process gets the global policy."""
+    return retry.decide(registry.get(job_type), attempts, max_attempts, exc=None)
+
+
+class QueueControls(Service):
+    """Tells the producer which of its queues have a cluster-wide limit (pauses are read by
+    every claim itself)."""
+
+    name = "queue_controls"
+    interval = CONTROLS_REFRESH
+
+    def __init__(self, using: str, queues: list[str] | None,
+                 publish: Callable[[list[str]], None]) -> None:
+        super().__init__(using)
+        self.queues = queues
+        self.publish = publish
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        limited = [q for q in queries.limited_queues(using=self.using)
+                   if self.queues is None or q in self.queues]
+        self.publish(limited)
+        return {"limited": len(limited)}
+
+
+class RollupFlush(Service):
+    name = "rollup_flush"
+    interval = rollup.FLUSH_SECONDS
+
+    def __init__(self, using: str, recorder: rollup.Recorder) -> None:
+        super().__init__(using)
+        self.recorder = recorder
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        return {"rows": self.recorder.flush(self.using) if self.recorder.pending() else 0}
+
+
+class Scheduler(Service):
+    name = "scheduler"
+
+    def __init__(self, using: str, interval: float) -> None:
+        super().__init__(using)
+        self.interval = interval
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        return dict(scheduler.enqueue_due(now=now, using=self.using))
+
+
+class Pruner(Service):
+    name = "pruner"
+
+    def __init__(self, using: str, interval: float) -> None:
+        super().__init__(using)
+        self.interval = interval
+
+    def first_wait(self) -> float:
+        """In the second half of the interval, so that restarts do not stampede."""
+        return self.interval * (0.5 + 0.5 * random.random())  # noqa: S311
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        return dict(retention.prune_once(now=now, using=self.using))
+
+
+class DepthSample(Service):
+    name = "depth_sample"
+    interval = rollup.SAMPLE_SECONDS
+    jitter = 0.0  # one sample a minute: sample_depth() lets one worker per minute write
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        return {"rows": rollup.sample_depth(self.using)}
+
+
+class RollupPrune(Service):
+    name = "rollup_prune"
+    interval = rollup.PRUNE_SECONDS
+    lock_key = ROLLUP_PRUNE_LOCK_KEY
+
+    def first_wait(self) -> float:
+        return 60.0
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        return {"rows": rollup.prune(rollup.retention_days(), self.using)}
+
+
+def services_for(options: WorkerOptions, recorder: rollup.Recorder,
+                 publish_limited: Callable[[list[str]], None]) -> list[Service]:
+    """The services a worker with these options runs. A burst worker (and run_jobs()) only
+    rescues, reads queue controls and flushes counts; cron and pruning are for long-lived ones."""
+    o, using = options, options.using
+    services: list[Service] = [
+        QueueControls(using, o.queues, publish_limited),
+        Reaper(using, o.reap_interval),
+        RollupFlush(using, recorder),
+    ]
+    if o.burst:
+        return services
+    if o.scheduler:
+        services.append(Scheduler(using, o.scheduler_interval))
+    if o.prune:
+        services.append(Pruner(using, o.prune_interval))
+    return [*services, DepthSample(using), RollupPrune(using)]

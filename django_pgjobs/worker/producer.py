@@ -1,0 +1,171 @@
+"""The producer: claims jobs for the free slots and hands them to the executor threads.
+
+A claim fills the free threads and, while every job held is of a type that runs short, up to
+``prefetch`` more, which wait in the handoff for a thread: a drain of short jobs then refills
+the threads' queue before it runs dry, and a round trip carries up to ``batch_size`` jobs
+instead of one per free thread. Queues with a concurrency limit are claimed first, in their own
+short transactions, and only for free threads (a held job would count against the cap).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from .. import queries, registry
+from ..context import JobContext
+from ..queries import ClaimedRow, Completion
+from ..registry import HandlerSpec
+from ..status import JobStatus
+from .handoff import Handoff
+from .options import WorkerOptions
+from .slots import DONE, STARTED, InFlight, Slots
+
+logger = logging.getLogger("django_pgjobs.worker")
+
+RUNS_LONG = 0.05  # seconds after which a run in progress stops counting as short (prefetch)
+HOLD_MAX = 0.5  # seconds prefetched jobs may wait while every thread is busy before release
+
+
+class Producer:
+    def __init__(self, worker_id: str, options: WorkerOptions, slots: Slots,
+                 handoff: Handoff[InFlight], finished: Callable[[InFlight, Completion], int]):
+        self.worker_id = worker_id
+        self.options = options
+        self.slots = slots
+        self.handoff = handoff
+        self.finished = finished  # the completer's put(): a job failed without running
+        self.types: list[str] = []  # set at start: the registered types
+        self.limited: list[str] = []  # our queues with a cluster-wide cap (QueueControls)
+        self.claimed_total = 0
+        self.last_claim_full = False  # the batch size, not the room, capped the last claim
+        self._last_claim_short = False  # every type in the last non-empty claim runs short
+        self._tenant_cursor: str | None = None
+
+    def room(self, ending: int) -> tuple[int, int]:
+        """(free threads, jobs the next claim may take) once ``ending`` runs are written."""
+        o = self.options
+        free = o.concurrency - len(self.slots) + ending - self.slots.zombies
+        prefetch = o.prefetch if o.prefetch and not o.inline and self._prefetching() else 0
+        room = free + prefetch
+        if o.max_jobs is not None:
+            room = min(room, o.max_jobs - self.claimed_total)
+        return free, room
+
+    def claim_limited(self, free: int) -> int:
+        """Claim from the capped queues, one by one, for free threads only; dispatches them."""
+        o, claimed = self.options, 0
+        for name in self.limited:
+            if claimed >= free:  # a capped queue's job waits for no thread
+                break
+            rows = queries.claim_limited(
+                queue=name, worker_id=self.worker_id, types=self.types, limit=free - claimed,
+                lease_seconds=o.lease_seconds, using=o.using,
+            )
+            self.dispatch(rows)
+            claimed += len(rows)
+        return claimed
+
+    def finalize_and_claim(self, completions: list[Completion], limit: int
+                           ) -> tuple[set[int], list[ClaimedRow]]:
+        """Write ``completions`` and claim up to ``limit`` jobs, in one round trip."""
+        o = self.options
+        written, rows = queries.finalize_and_claim(  # no round trip when there is nothing to do
+            completions, worker_id=self.worker_id, types=self.types, queues=o.queues,
+            limit=limit, lease_seconds=o.lease_seconds, fair=o.fair_share,
+            after_tenant=self._tenant_cursor, using=o.using,
+        )
+        if o.fair_share and limit > 0:  # next claim starts after the last tenant served
+            tenants = [r.tenant_id for r in rows if r.tenant_id is not None]
+            self._tenant_cursor = max(tenants) if len(rows) == limit and tenants else None
+        return written, rows
+
+    def dispatch(self, rows: list[ClaimedRow]) -> None:
+        """Hand claimed jobs to the executor threads (or run them here when inline)."""
+        if not rows:
+            return
+        self.claimed_total += len(rows)
+        self._last_claim_short = all(self.handoff.is_short(t) for t in {r.type for r in rows})
+        items = self._items(rows)
+        self.slots.add(items)
+        handoff = []
+        for row, item in zip(rows, items, strict=True):
+            if row.config_error is not None:  # written by raw SQL: fail the job, run nothing
+                item.state = DONE
+                self.finished(item, Completion(
+                    id=row.id, token=row.lease_token, attempt=row.attempts,
+                    status=JobStatus.FAILED, error=row.config_error, note="failed"))
+            else:
+                handoff.append((row.type, item))
+        self.handoff.put_many(handoff)
+
+    def _items(self, rows: list[ClaimedRow]) -> list[InFlight]:
+        now = time.monotonic()
+        handlers: dict[str, tuple[HandlerSpec, float | None]] = {}  # per type, once per batch
+        items = []
+        for row in rows:
+            handler = handlers.get(row.type)
+            if handler is None:
+                spec = registry.get(row.type)
+                assert spec is not None  # the claim only takes registered types  # noqa: S101
+                handler = handlers[row.type] = (spec, spec.effective_timeout())
+            spec, timeout = handler
+            job = JobContext(
+                id=row.id, type=row.type, queue=row.queue, priority=row.priority,
+                config=row.config, attempts=row.attempts, max_attempts=row.max_attempts,
+                trace_id=row.trace_id, tenant_id=row.tenant_id, created_at=row.created_at,
+                worker_id=self.worker_id, lease_token=row.lease_token,
+                cancel_requested=row.cancel_requested,
+            )
+            items.append(InFlight(job, spec, deadline=(now + timeout) if timeout else None))
+        return items
+
+    def _prefetching(self) -> bool:
+        """May this claim take more jobs than free threads? Only while every job held is of a
+        type that usually runs short (Handoff.is_short) and none has been running for long:
+        then the jobs held get a thread within moments. ``release_held`` covers the rest."""
+        now = time.monotonic()
+        items = self.slots.all()
+        if not items:
+            return self._last_claim_short
+        kinds = set()
+        for item in items:
+            if item.state == STARTED and now - item.started_at > RUNS_LONG:
+                return False
+            kinds.add(item.job.type)
+        return all(self.handoff.is_short(k) for k in kinds)
+
+    def release_held(self) -> None:
+        """Give back claimed jobs that wait for a thread while every thread is busy and none
+        has taken a job for HOLD_MAX: prefetched jobs held behind runs that turned out long.
+        Other workers (or this one, later) claim them again; the attempt is refunded."""
+        waited = self.handoff.stuck_for()
+        if waited < HOLD_MAX:
+            return
+        items = self.handoff.take_back()
+        try:
+            n = self.give_back(items, reason="released unstarted: every worker thread was busy")
+        except BaseException:  # still ours: queue them again, in their order
+            self.handoff.put_many([(i.job.type, i) for i in items])
+            raise
+        if n:
+            logger.info(
+                "released %s claimed jobs that waited %.1fs for a thread: every thread is busy",
+                n, waited, extra={"action": "worker.released_held"},
+            )
+
+    def give_back(self, items: list[InFlight], *, reason: str) -> int:
+        """Release those of ``items`` that no thread has started (attempt refunded); returns
+        how many. On a database error they are still ours: QUEUED again, and it raises."""
+        released = self.slots.release(items)
+        if not released:
+            return 0
+        try:
+            queries.release([(i.job.id, i.job._lease) for i in released], reason=reason,
+                            using=self.options.using)
+        except BaseException:
+            self.slots.unrelease(released)
+            raise
+        self.slots.remove([i.job.id for i in released])
+        return len(released)
