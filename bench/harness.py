@@ -86,6 +86,9 @@ class Ctx:
                    "user": u.username or "postgres", "password": u.password or ""}
         self.base_python = envs.find_python()
         self.pgjobs_args = args.pgjobs_args.split() if args.pgjobs_args else []
+        self.pgjobs_src, self.pgjobs_venv, self.pgjobs_db = args.pgjobs_src, args.pgjobs_venv, args.pgjobs_db
+        if self.pgjobs_db and not re.fullmatch(r"bench_[a-z0-9_]+", self.pgjobs_db):
+            raise SystemExit(f"--pgjobs-db {self.pgjobs_db!r}: the name must match bench_[a-z0-9_]+")
         self.git_head = _git("rev-parse", "HEAD")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         old = sorted((RESULTS / "tmp").glob("2*")) if (RESULTS / "tmp").is_dir() else []
@@ -266,6 +269,8 @@ def drain_n(ctx: Ctx, system: System, result: dict) -> int:
         log(f"  {system.key:14s} pilot drain failed: {exc}")
         return min(n, cfg["pilot_n"])
     result["pilot"] = pilot
+    if ctx.args.drain_n:  # fixed (bench/ab.py: both sides drain the same N); pilot = warm-up
+        return ctx.args.drain_n
     fit = int(pilot["rate"] * cfg["drain_budget_s"] / 100) * 100
     return max(min(n, fit), cfg["pilot_n"])
 
@@ -807,6 +812,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="server to use (databases bench_* are created and dropped there)")
     ap.add_argument("--pgjobs-args", default=os.environ.get("BENCH_PGJOBS_ARGS", ""),
                     help="extra runjobs flags for django-pgjobs, e.g. '--concurrency 8 --batch-size 100'")
+    ap.add_argument("--pgjobs-src", default=os.environ.get("BENCH_PROJECT_DIR"), metavar="PATH",
+                    help="measure the django-pgjobs of another checkout (default: this repository)")
+    ap.add_argument("--pgjobs-venv", metavar="NAME",
+                    help="environment bench/.venvs/NAME for django-pgjobs (default: pgjobs)")
+    ap.add_argument("--pgjobs-db", metavar="NAME",
+                    help="database for django-pgjobs, bench_[a-z0-9_]+ (default: bench_pgjobs)")
+    ap.add_argument("--drain-n", type=int, metavar="JOBS",
+                    help="jobs per drain, not sized down by the pilot drain (default: the mode's)")
+    ap.add_argument("--no-report", action="store_true", help="write latest.json only (no md/png)")
     ap.add_argument("--profile", action="store_true", help="py-spy a django-pgjobs drain_w1")
     ap.add_argument("--keep-dbs", action="store_true", help="do not drop the bench_* databases at the end")
     ap.add_argument("--budget", type=float, help="stop starting new measurements after this many seconds")
@@ -920,6 +934,8 @@ def main(argv: list[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "latest.json").write_text(json.dumps(results, indent=1) + "\n")
     log(f"measurements took {results['run_s']:.0f}s; writing {out_dir}/latest.*")
+    if args.no_report:
+        return 0
     import report
     report.render(out_dir / "latest.json", out_dir)
     print((out_dir / "latest.md").read_text())

@@ -147,18 +147,30 @@ class PgJobs(System):
     project = BENCH / "pgjobs_bench"
     metrics = ALL_METRICS + ("enqueue_single_sql",)
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        # another checkout, environment and database (bench/ab.py); defaults: this repository,
+        # bench/.venvs/pgjobs, bench_pgjobs
+        self.src = Path(getattr(ctx, "pgjobs_src", None) or os.environ.get("BENCH_PROJECT_DIR")
+                        or envs.REPO_DIR).resolve()
+        self.venv = getattr(ctx, "pgjobs_venv", None) or "pgjobs"
+        self.db = getattr(ctx, "pgjobs_db", None) or self.db
+        self.url = ctx.pg_url(self.db)
+
     def build(self):
-        src = Path(os.environ.get("BENCH_PROJECT_DIR", envs.REPO_DIR))
-        if not (src / "django_pgjobs" / "__init__.py").exists():
-            self.skip_reason = "django_pgjobs/ is not in the repository yet"
+        if not (self.src / "django_pgjobs" / "__init__.py").exists():
+            self.skip_reason = f"django_pgjobs/ is not in {self.src}"
             return
-        super().build()
+        self.python = str(envs.ensure_venv(self.venv, self.ctx.base_python, req_name="pgjobs",
+                                           project_dir=self.src))
 
     def versions(self):
         import subprocess
 
         v = envs.venv_versions(self.venv, ["django-pgjobs", "Django", "psycopg", "psycopg-binary"])
-        src = Path(os.environ.get("BENCH_PROJECT_DIR", envs.REPO_DIR))
+        src = self.src
+        if src != envs.REPO_DIR.resolve():
+            v["src"] = str(src)
         try:
             head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
                                   capture_output=True, text=True, timeout=10).stdout.strip()

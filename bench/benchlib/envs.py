@@ -91,15 +91,18 @@ def _run(cmd: list[str], **kw) -> None:
         raise RuntimeError(f"command failed ({res.returncode}): {' '.join(cmd)}")
 
 
-def ensure_venv(name: str, base_python: str, requirements: list[str] | None = None) -> Path:
-    """Create/refresh bench/.venvs/<name> from requirements/<name>.txt (+ extra lines)."""
-    req_file = REQ_DIR / f"{name}.txt"
+def ensure_venv(name: str, base_python: str, requirements: list[str] | None = None, *,
+                req_name: str | None = None, project_dir: str | Path | None = None) -> Path:
+    """Create/refresh bench/.venvs/<name> from requirements/<req_name or name>.txt (+ extra
+    lines); "-e" lines are resolved against project_dir (default: $BENCH_PROJECT_DIR or the
+    repository), e.g. another checkout of django-pgjobs in its own environment (bench/ab.py)."""
+    req_file = REQ_DIR / f"{req_name or name}.txt"
     lines = [ln.strip() for ln in req_file.read_text().splitlines()] if req_file.exists() else []
     lines = [ln for ln in lines if ln and not ln.startswith("#")]
     lines += requirements or []
     # "-e ." style lines are relative to the repository root (or $BENCH_PROJECT_DIR, to
     # benchmark another checkout of django-pgjobs)
-    project_dir = Path(os.environ.get("BENCH_PROJECT_DIR", REPO_DIR))
+    project_dir = Path(project_dir or os.environ.get("BENCH_PROJECT_DIR", REPO_DIR))
     resolved = []
     for ln in lines:
         if ln.startswith("-e "):
