@@ -32,10 +32,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince, timeuntil
 
-from . import conf, dashboard, queries, registry, rollup
+from . import conf, dashboard, queries, registry
 from .models import Dashboard, Job
+from .sql import queues, rollups
 from .status import TERMINAL_STATUSES, JobStatus
-from .tables import JOB_TABLE, QUEUE_TABLE
+from .tables import JOB_TABLE
 
 ACTION_LIMIT = 10_000  # jobs one action may touch (select-across on a huge table is refused)
 EXACT_COUNT_UP_TO = 10_000  # the changelist counts exactly up to this, then estimates
@@ -182,15 +183,13 @@ def known_types() -> list[str]:
 
 
 def known_queues() -> list[str]:
-    names = set(rollup.known_queues(days=1))
+    names = set(rollups.known_queues(days=1))
     names.add(conf.get("DEFAULT_QUEUE"))
     for t in registry.registered_types():
         spec = registry.get(t)
         if spec is not None:
             names.add(spec.effective_queue())
-    with connections[conf.get("DATABASE")].cursor() as cur:
-        cur.execute(f"SELECT name FROM {QUEUE_TABLE}")
-        names.update(r[0] for r in cur.fetchall())
+    names.update(queues.queue_names())
     names.update(recent_values("queue"))
     return sorted(names)
 

@@ -1,5 +1,5 @@
-"""Admin for cron schedules and queue controls. Thin: every write goes through scheduler.py or
-the queue-control functions of queries.py; each action needs the model's change permission."""
+"""Admin for cron schedules and queue controls. Thin: every write goes through sql/schedules.py or
+sql/queues.py; each action needs the model's change permission."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
-from . import conf, queries, scheduler
+from . import conf, scheduler
+from .sql import queues, schedules
 from .models import Queue, Schedule
 
 _specs_cache: list[Any] = [None, -1, {}]  # [settings dict, decorator count, specs by name]
@@ -70,13 +71,13 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.action(description="Enable selected schedules (from their next tick)",
                   permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        n = scheduler.set_enabled(_names(queryset), True)
+        n = schedules.set_enabled(_names(queryset), True)
         self.message_user(request, f"{n} schedule(s) enabled: they fire from their next tick; "
                           "ticks missed while disabled do not fire.", messages.SUCCESS)
 
     @admin.action(description="Disable selected schedules", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        n = scheduler.set_enabled(_names(queryset), False)
+        n = schedules.set_enabled(_names(queryset), False)
         self.message_user(request, f"{n} schedule(s) disabled.", messages.SUCCESS)
 
     @admin.action(description="Run selected schedules now (once)", permissions=["change"])
@@ -88,7 +89,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             self.message_user(request, f"not defined any more, not run: {', '.join(unknown)}",
                               messages.WARNING)
         if names:
-            n = scheduler.request_run_now(names)
+            n = schedules.request_run_now(names)
             self.message_user(
                 request, f"{n} schedule(s) will fire once at the next scheduler pass (within "
                 f"{conf.get('SCHEDULER_INTERVAL'):g} s of a running worker).", messages.SUCCESS)
@@ -107,20 +108,20 @@ class QueueAdmin(admin.ModelAdmin):
         return ("name", "updated_at") if obj is not None else ("updated_at",)
 
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
-        queries.set_queue_paused(obj.name, obj.paused)
-        queries.set_queue_limit(obj.name, obj.concurrency_limit)
+        queues.set_queue_paused(obj.name, obj.paused)
+        queues.set_queue_limit(obj.name, obj.concurrency_limit)
 
     @admin.action(description="Pause selected queues (running jobs finish)",
                   permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         for name in _names(queryset):
-            queries.set_queue_paused(name, True)
+            queues.set_queue_paused(name, True)
         self.message_user(request, f"paused: {', '.join(_names(queryset))}", messages.SUCCESS)
 
     @admin.action(description="Resume selected queues", permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         for name in _names(queryset):
-            queries.set_queue_paused(name, False)
+            queues.set_queue_paused(name, False)
         self.message_user(request, f"resumed: {', '.join(_names(queryset))}", messages.SUCCESS)
 
 

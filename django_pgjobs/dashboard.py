@@ -1,4 +1,4 @@
-"""The dashboard's numbers (HTML page and JSON twin), assembled from stats.py and rollup.py.
+"""The dashboard's numbers (HTML page and JSON twin), assembled from stats.py and the rollups.
 
     build(hours)   -> a JSON-ready dict: queues, types, failures, workers, series
     charts(data)   -> the SVG charts of that dict
@@ -11,7 +11,8 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from . import charts, rollup, stats
+from . import charts, stats
+from .sql import rollups
 
 DEFAULT_HOURS = 3
 MAX_HOURS = 48
@@ -29,8 +30,8 @@ def build(hours: int = DEFAULT_HOURS, using: str | None = None,
           now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     since = now - timedelta(hours=hours)
-    minutes = rollup.minute_series(since, now + timedelta(minutes=1), using)
-    depth = rollup.depth_series(since, using)
+    minutes = rollups.minute_series(since, now + timedelta(minutes=1), using)
+    depth = rollups.depth_series(since, using)
     return {
         "generated_at": now.isoformat(),
         "window_hours": hours,

@@ -7,12 +7,14 @@ is tested without staging a real incident.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import connections
 
-from . import conf, queries, registry
+from . import conf, db, registry
+from .status import PENDING_SQL, RUNNING_SQL
 from .tables import JOB_TABLE, QUEUE_TABLE, SCHEDULE_FIRE_TABLE, SCHEDULE_TABLE, WORKER_TABLE
 
 TABLES = (JOB_TABLE, WORKER_TABLE, QUEUE_TABLE, SCHEDULE_TABLE, SCHEDULE_FIRE_TABLE)
@@ -46,7 +48,7 @@ def collect(thresholds: Thresholds | None = None, using: str | None = None) -> d
             "backlog": _backlog(cur),
             "unknown_types": [
                 {"type": name, "due": n}
-                for name, n in queries.unknown_due_types(registry.registered_types(), using=alias)
+                for name, n in unknown_due_types(registry.registered_types(), using=alias)
             ],
             "live_workers": _live_workers(cur),
         }
@@ -151,7 +153,7 @@ def _leases(cur: Any, grace: float) -> dict[str, Any]:
         f"""SELECT count(*),
                    count(*) FILTER (WHERE lease_expires_at < now() - %s * interval '1 second'),
                    extract(epoch FROM now() - min(lease_expires_at))::float8
-            FROM {JOB_TABLE} WHERE status = 'RUNNING' AND lease_expires_at < now()""",
+            FROM {JOB_TABLE} WHERE status = {RUNNING_SQL} AND lease_expires_at < now()""",
         [grace],
     )
     expired, stale, oldest = cur.fetchone()
@@ -164,12 +166,25 @@ def _backlog(cur: Any) -> dict[str, Any]:
     cur.execute(
         f"""SELECT count(*), extract(epoch FROM now() - min(run_after))::float8
             FROM {JOB_TABLE}
-            WHERE status = 'PENDING' AND run_after <= now() AND type = ANY(%s::text[])
+            WHERE status = {PENDING_SQL} AND run_after <= now() AND type = ANY(%s::text[])
               AND queue <> ALL(ARRAY(SELECT name FROM {QUEUE_TABLE} WHERE paused))""",
         [registry.registered_types()],
     )
     due, age = cur.fetchone()
     return {"due": due, "oldest_due_age_seconds": age}
+
+
+def unknown_due_types(known: Sequence[str], using: str | None = None) -> list[tuple[str, int]]:
+    """Due PENDING jobs whose type no handler here knows (they are left pending, never run)."""
+    with db.cursor(using) as cur:
+        cur.execute(
+            f"""SELECT type, count(*) FROM {JOB_TABLE}
+                WHERE status = {PENDING_SQL} AND run_after <= now()
+                  AND NOT (type = ANY(%s::text[]))
+                GROUP BY type ORDER BY count(*) DESC LIMIT 20""",
+            [list(known)],
+        )
+        return [(r[0], r[1]) for r in cur.fetchall()]
 
 
 def _live_workers(cur: Any) -> int:

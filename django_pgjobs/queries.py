@@ -13,160 +13,33 @@ Every transition of the state machine is one statement here, fenced by the datab
 
 A worker only ever writes a job through its lease token: a statement that finds the token gone
 (reaped, released, finalized) changes nothing and the caller is told so. Times are the database
-clock (``now()``); durations are measured by the worker.
+clock (``now()``); durations are measured by the worker. Cursors and prepared statements are
+in db.py; SQL that changes no job's state lives with its table in sql/.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from django.db import connections, transaction
-from django.db.backends.postgresql.base import ServerBindingCursor
-from django.utils.asyncio import async_unsafe
-from psycopg.postgres import types as pg_types
-from psycopg.pq import Format
 
-from . import conf
-from .tables import JOB_TABLE, QUEUE_TABLE, WORKER_TABLE
+from . import conf, db
+from .status import (
+    ACTIVE_SQL,
+    CANCELLED_SQL,
+    PENDING_SQL,
+    RETRYABLE_SQL,
+    RUNNING_SQL,
+    TERMINAL_SQL,
+)
+from .tables import JOB_TABLE, QUEUE_TABLE
 
 T = JOB_TABLE
-
-
-def _cursor(using: str | None):
-    return connections[using or conf.get("DATABASE")].cursor()
-
-
-_TIMESTAMPTZ_OID = pg_types["timestamptz"].oid
-_PIPELINE = psycopg.Pipeline.is_supported()  # libpq >= 14 (psycopg[binary] bundles one)
-
-
-class _PreparingCursor(ServerBindingCursor):
-    """Binds parameters on the server and prepares each statement once per connection.
-
-    Django turns psycopg's automatic preparation off (prepare_threshold None) and binds on the
-    client; for the statement every enqueue runs, parsing and planning it each time was ~15% of
-    a one-job transaction. psycopg keeps the prepared names per connection (a reconnect starts
-    afresh) and ``prepare=True`` asks for it, but only while a threshold is set.
-    """
-
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        conn = self.connection
-        threshold = conn.prepare_threshold
-        if threshold is None:
-            conn.prepare_threshold = 5
-        try:
-            return super().execute(query, params, prepare=True, **kwargs)
-        finally:
-            conn.prepare_threshold = threshold
-
-
-def _prepares(conn: Any) -> bool:
-    """Whether the Django connection ``conn`` runs our statements prepared."""
-    setting = conf.get("PREPARED_STATEMENTS")
-    if setting == "auto":
-        return not conn.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
-    return bool(setting)
-
-
-def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
-    """One of the Django connection's _PreparingCursors, after the checks Django makes before
-    handing out a cursor (health check, connect, thread sharing). The cursors are kept open
-    across calls (``slot``: two statements pipelined need two); they hold nothing but the
-    last statement's rows."""
-    conn.close_if_health_check_failed()
-    if conn.connection is None:  # all that ensure_connection() does once connected
-        conn.ensure_connection()
-    conn.validate_thread_sharing()
-    pg = conn.connection
-    cursors = getattr(conn, "_pgjobs_prepared", None)
-    if cursors is None or cursors[0].connection is not pg:  # first use, or reconnected
-        with conn.wrap_database_errors:
-            cursors = (_PreparingCursor(pg), _PreparingCursor(pg))
-            client = conn.create_cursor()  # carries Django's time zone loader, if it set one
-            loader = client.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
-            client.close()
-        if loader is not pg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT):
-            for cur in cursors:
-                cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
-        conn._pgjobs_prepared = cursors  # type: ignore[attr-defined]  # kept per connection
-    return cursors[slot]
-
-
-@async_unsafe
-def _prepared_cursor(using: str | None, slot: int = 0) -> Any:
-    """A Django cursor wrapper (its checks, error wrapping, query logging and
-    execute_wrappers) around one of this connection's _PreparingCursors; Django's own cursor
-    when PGJOBS["PREPARED_STATEMENTS"] says no. Not a context manager: the cursor stays with
-    the connection."""
-    conn = connections[using or conf.get("DATABASE")]
-    if not _prepares(conn):
-        return conn.cursor()
-    cur = _preparing_cursor(conn, slot)
-    return conn.make_debug_cursor(cur) if conn.queries_logged else conn.make_cursor(cur)
-
-
-@async_unsafe
-def _fetchone_prepared(using: str | None, sql: str, params: Sequence[Any]) -> Any:
-    """Run one statement as _prepared_cursor() would and return its first row. When nothing
-    watches the connection's queries (no DEBUG query log, no execute_wrappers), it skips
-    Django's cursor wrapper but makes the same two calls the wrapper would (broken-transaction
-    check, error translation): a quarter of a one-job enqueue's client CPU."""
-    conn = connections[using or conf.get("DATABASE")]
-    if not _prepares(conn) or conn.queries_logged or conn.execute_wrappers:
-        cur = _prepared_cursor(using, 0)
-        cur.execute(sql, params)
-        return cur.fetchone()
-    cur = _preparing_cursor(conn)
-    conn.validate_no_broken_transaction()
-    with conn.wrap_database_errors:
-        cur.execute(sql, params)
-        return cur.fetchone()
-
-
-# A generic plan is made from the table's statistics. From those of a (nearly) empty table it
-# scans the table whole (the claim sorts every pending job, the UPDATE searches its ids) and
-# keeps doing so as the table grows, until the statistics change: with autovacuum off, for the
-# connection's life. Generic plans only once the statistics describe this many rows (measured:
-# claim and finalize walk the indexes from ~2,000 rows; at 1,000 the finalize still scans);
-# until then custom plans, made with the table's real size.
-GENERIC_PLANS_MIN_ROWS = 10_000
-GENERIC_PLANS_RECHECK = 10.0  # seconds between two looks at the statistics, until then
-
-
-def use_generic_plans(using: str | None = None) -> None:
-    """Plan the worker's prepared statements once per connection (plan_cache_mode
-    force_generic_plan). PostgreSQL would otherwise re-plan the claim at every execution:
-    a generic plan's estimate (it cannot know the LIMIT) never looks cheaper than a custom one,
-    though both walk the same indexes (the statements are written so that they do: see _CLAIMED
-    and _FINALIZE; tests/integration/test_guards.py checks the generic plans). Planning and
-    parsing were ~18% of the backend's time per job. Only for the worker's own connection, and
-    only once the table's statistics describe GENERIC_PLANS_MIN_ROWS rows (see above)."""
-    alias = using or conf.get("DATABASE")
-    conn = connections[alias]
-    if not _prepares(conn):
-        return
-    conn.ensure_connection()
-    pg = conn.connection  # the flags live with it: a new connection decides again
-    if getattr(pg, "_pgjobs_generic_plans", False):
-        return
-    now = time.monotonic()
-    if now < getattr(pg, "_pgjobs_generic_recheck", 0.0):
-        return
-    pg._pgjobs_generic_recheck = now + GENERIC_PLANS_RECHECK
-    with conn.cursor() as cur:
-        cur.execute(f"SELECT reltuples >= %s FROM pg_class WHERE oid = '{T}'::regclass",
-                    [GENERIC_PLANS_MIN_ROWS])
-        if not cur.fetchone()[0]:
-            return
-        cur.execute("SET plan_cache_mode = force_generic_plan")
-    pg._pgjobs_generic_plans = True
 
 
 # --- enqueue -----------------------------------------------------------------------------------
@@ -188,8 +61,7 @@ RETURNING {_RETURN_COLUMNS}, CASE WHEN run_after <= now() THEN pg_notify(%s, que
 """
 
 _ON_CONFLICT_UNIQUE = (
-    "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL "
-    "AND status IN ('PENDING', 'RUNNING') DO NOTHING"
+    f"ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND status IN {ACTIVE_SQL} DO NOTHING"
 )
 
 
@@ -221,14 +93,14 @@ def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, da
         job.operated_by, job.max_attempts, job.unique_key, job.run_at, job.delay,
         conf.get("NOTIFY_CHANNEL"),
     )
-    row = _fetchone_prepared(using, sql, params)
+    row = db.fetchone_prepared(using, sql, params)
     return None if row is None else row[:3]
 
 
 def find_active_by_unique_key(unique_key: str, using: str | None = None) -> int | None:
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
-            f"SELECT id FROM {T} WHERE unique_key = %s AND status IN ('PENDING', 'RUNNING')",
+            f"SELECT id FROM {T} WHERE unique_key = %s AND status IN {ACTIVE_SQL}",
             [unique_key],
         )
         row = cur.fetchone()
@@ -257,7 +129,7 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
     """Insert many jobs sharing every option but the config, one statement per JSON array of
     configs (enqueue_many cuts them INSERT_MANY_CHUNK long); returns the ids in order."""
     ids: list[int] = []
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         for array in config_arrays:
             cur.execute(
                 _INSERT_MANY,
@@ -451,10 +323,10 @@ def claim(
     params = _claim_params(worker_id=worker_id, types=types, queues=queues, limit=limit,
                            lease_seconds=lease_seconds, after_tenant=after_tenant)
     if fair:  # not prepared: its generic plan is not checked (loose index scan per tenant)
-        with _cursor(using) as cur:
+        with db.cursor(using) as cur:
             cur.execute(_CLAIM_FAIR, params)
             return _rows(cur)
-    cur = _prepared_cursor(using)
+    cur = db.prepared_cursor(using)
     cur.execute(_CLAIM, params)
     return _rows(cur)
 
@@ -489,20 +361,10 @@ def claim_limited(
     alias = using or conf.get("DATABASE")
     params = {"queue": queue, "types": list(types), "limit": limit, "worker": worker_id,
               "lease": lease_seconds}
-    with transaction.atomic(using=alias), _cursor(alias) as cur:
+    with transaction.atomic(using=alias), db.cursor(alias) as cur:
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"pgjobs.queue:{queue}"])
         cur.execute(_CLAIM_LIMITED, params)
         return _rows(cur)
-
-
-def limited_queues(using: str | None = None) -> list[str]:
-    """Names of open queues that have a concurrency limit (they are claimed one by one)."""
-    with _cursor(using) as cur:
-        cur.execute(
-            f"SELECT name FROM {QUEUE_TABLE} WHERE concurrency_limit IS NOT NULL AND NOT paused "
-            "ORDER BY name"
-        )
-        return [r[0] for r in cur.fetchall()]
 
 
 # --- history --------------------------------------------------------------------------------
@@ -515,7 +377,6 @@ def _history_entry(outcome: str, error: str, duration_ms: str | None = None) -> 
     return (f"j.history || jsonb_build_array(jsonb_build_object("
             f"'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at, "
             f"{duration}'error', {error}, 'outcome', {outcome}))")
-
 
 # --- finalize ----------------------------------------------------------------------------------
 
@@ -590,15 +451,9 @@ def finalize(completions: Sequence[Completion], using: str | None = None) -> set
     """
     if not completions:
         return set()
-    cur = _prepared_cursor(using)
+    cur = db.prepared_cursor(using)
     cur.execute(_FINALIZE, _finalize_params(completions))
     return {r[0] for r in cur.fetchall()}
-
-
-def _server_side_binding(using: str | None) -> bool:
-    """DATABASES[...]["OPTIONS"]["server_side_binding"]: Django's psycopg option."""
-    options = connections[using or conf.get("DATABASE")].settings_dict.get("OPTIONS") or {}
-    return bool(options.get("server_side_binding"))
 
 
 def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
@@ -630,21 +485,21 @@ def finalize_and_claim(
     """
     alias = using or conf.get("DATABASE")
     fair = claim_args.get("fair", False)
-    pipelined = _prepares(connections[alias]) and not fair  # the fair claim is never prepared
+    pipelined = db.prepares(connections[alias]) and not fair  # the fair claim is never prepared
     if (not completions or claim_args["limit"] <= 0 or not claim_args["types"]
-            or (pipelined and not _PIPELINE)  # libpq older than 14
-            or (not pipelined and _server_side_binding(alias))):  # one statement per query
+            or (pipelined and not db.PIPELINE)  # libpq older than 14
+            or (not pipelined and db.server_side_binding(alias))):  # one statement per query
         return finalize(completions, using=alias), claim(using=alias, **claim_args)
     claim_args.pop("fair", None)
     if pipelined:
         conn = connections[alias]
-        fin, cl = _prepared_cursor(alias, 0), _prepared_cursor(alias, 1)
+        fin, cl = db.prepared_cursor(alias, 0), db.prepared_cursor(alias, 1)
         with conn.wrap_database_errors, conn.connection.pipeline():  # errors come at the sync
             fin.execute(_FINALIZE, _finalize_params(completions))
             cl.execute(_CLAIM, _claim_params(**claim_args))
         return {r[0] for r in fin.fetchall()}, _rows(cl)
     params = {**_claim_params(**claim_args), **_finalize_params(completions)}
-    with _cursor(alias) as cur:
+    with db.cursor(alias) as cur:
         cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
         written = {r[0] for r in cur.fetchall()}
         cur.nextset()
@@ -667,7 +522,7 @@ def heartbeat(
     """Extend the leases we still hold. Returns {job id: cancel_requested}; a missing id is lost."""
     if not leases:
         return {}
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
             _HEARTBEAT,
             [lease_seconds, [i for i, _ in leases], [str(t) for _, t in leases]],
@@ -701,7 +556,7 @@ def release(
     """Give jobs back to the queue now (worker shutdown). The attempt is refunded by default."""
     if not leases:
         return set()
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
             _RELEASE,
             [refund_attempt, reason, [i for i, _ in leases], [str(t) for _, t in leases]],
@@ -747,7 +602,7 @@ def reap(
     Safe to run from every worker at once (SKIP LOCKED, condition checked again).
     """
     alias = using or conf.get("DATABASE")
-    with transaction.atomic(using=alias), _cursor(alias) as cur:
+    with transaction.atomic(using=alias), db.cursor(alias) as cur:
         cur.execute(_EXPIRED, {"now": now, "limit": limit})
         expired = cur.fetchall()
         if not expired:
@@ -767,15 +622,15 @@ def reap(
 
 def retry_now(ids: Iterable[int], using: str | None = None) -> list[int]:
     """FAILED / COMPLETED_WITH_ERRORS / CANCELLED -> PENDING, due now, with a fresh attempt budget."""
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
-            f"""UPDATE {T} SET status = 'PENDING', run_after = now(), attempts = 0,
+            f"""UPDATE {T} SET status = {PENDING_SQL}, run_after = now(), attempts = 0,
                     finished_at = NULL, cancel_requested = false, updated_at = now(),
                     history = history || jsonb_build_array(jsonb_build_object(
                         'outcome', 'manual_retry', 'previous_status', status,
                         'error', left(error, 2000), 'attempt', attempts))
                 WHERE id = ANY(%s::bigint[])
-                  AND status IN ('FAILED', 'COMPLETED_WITH_ERRORS', 'CANCELLED')
+                  AND status IN {RETRYABLE_SQL}
                 RETURNING id""",
             [list(ids)],
         )
@@ -784,10 +639,10 @@ def retry_now(ids: Iterable[int], using: str | None = None) -> list[int]:
 
 def run_now(ids: Iterable[int], using: str | None = None) -> list[int]:
     """PENDING jobs scheduled for later -> due now."""
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
             f"""UPDATE {T} SET run_after = now(), updated_at = now()
-                WHERE id = ANY(%s::bigint[]) AND status = 'PENDING' AND run_after > now()
+                WHERE id = ANY(%s::bigint[]) AND status = {PENDING_SQL} AND run_after > now()
                 RETURNING id""",
             [list(ids)],
         )
@@ -800,17 +655,17 @@ def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], lis
     Returns (cancelled ids, cancel-requested ids).
     """
     ids = list(ids)
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
-            f"""UPDATE {T} SET status = 'CANCELLED', finished_at = now(), updated_at = now(),
+            f"""UPDATE {T} SET status = {CANCELLED_SQL}, finished_at = now(), updated_at = now(),
                     error = COALESCE(error, 'cancelled')
-                WHERE id = ANY(%s::bigint[]) AND status = 'PENDING' RETURNING id""",
+                WHERE id = ANY(%s::bigint[]) AND status = {PENDING_SQL} RETURNING id""",
             [ids],
         )
         cancelled = [r[0] for r in cur.fetchall()]
         cur.execute(
             f"""UPDATE {T} SET cancel_requested = true, updated_at = now()
-                WHERE id = ANY(%s::bigint[]) AND status = 'RUNNING' AND NOT cancel_requested
+                WHERE id = ANY(%s::bigint[]) AND status = {RUNNING_SQL} AND NOT cancel_requested
                 RETURNING id""",
             [ids],
         )
@@ -822,7 +677,7 @@ def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
               using: str | None = None) -> list[tuple[int, int]]:
     """Enqueue a fresh PENDING copy of each job (same type, queue, priority, config, trace and
     tenant; no unique key), due now. Returns (original id, new id) pairs."""
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
             f"""WITH src AS (
                     SELECT id, type, queue, priority, config, trace_id, tenant_id, max_attempts
@@ -848,157 +703,12 @@ def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
 
 def delete_terminal(ids: Iterable[int], using: str | None = None) -> list[int]:
     """Delete finished jobs (COMPLETED, COMPLETED_WITH_ERRORS, FAILED, CANCELLED) only."""
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(
             f"""DELETE FROM {T} WHERE id = ANY(%s::bigint[])
-                AND status IN ('COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELLED')
+                AND status IN {TERMINAL_SQL}
                 RETURNING id""",
             [list(ids)],
         )
         return [r[0] for r in cur.fetchall()]
 
-
-# --- workers -----------------------------------------------------------------------------------
-
-
-def upsert_worker(
-    *, worker_id: str, hostname: str, pid: int, queues: list[str], concurrency: int,
-    jobs_done: int, using: str | None = None,
-) -> None:
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""INSERT INTO {WORKER_TABLE}
-                    (worker_id, hostname, pid, queues, concurrency, jobs_done,
-                     started_at, last_heartbeat)
-                VALUES (%s, %s, %s, %s::jsonb, %s, %s, now(), now())
-                ON CONFLICT (worker_id) DO UPDATE
-                SET last_heartbeat = now(), jobs_done = EXCLUDED.jobs_done""",
-            [worker_id, hostname, pid, json.dumps(queues), concurrency, jobs_done],
-        )
-
-
-def delete_worker(worker_id: str, using: str | None = None) -> None:
-    with _cursor(using) as cur:
-        cur.execute(f"DELETE FROM {WORKER_TABLE} WHERE worker_id = %s", [worker_id])
-
-
-def analyze_if_never_analyzed(table: str = T, using: str | None = None) -> bool:
-    """ANALYZE a table PostgreSQL has no statistics for yet (reltuples = -1).
-
-    Right after ``migrate``, before autovacuum's first pass, the planner has no statistics and
-    plans the claim as a bitmap scan plus a sort of every pending job (~17 ms per claim at
-    20,000 pending instead of ~0.6 ms). Workers call this once at start; it costs nothing once
-    the table has statistics. Returns True when it ran ANALYZE.
-    """
-    if not table.replace("_", "").isalnum() or not table.isascii():
-        raise ValueError(f"not a plain table name: {table!r}")
-    with _cursor(using) as cur:
-        cur.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
-        row = cur.fetchone()
-        if row is None or row[0] >= 0:
-            return False
-        cur.execute(f'ANALYZE "{table}"')  # a constant name; a non-owner gets a WARNING, no error
-    return True
-
-
-def unknown_due_types(known: Sequence[str], using: str | None = None) -> list[tuple[str, int]]:
-    """Due PENDING jobs whose type no handler here knows (they are left pending, never run)."""
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""SELECT type, count(*) FROM {T}
-                WHERE status = 'PENDING' AND run_after <= now() AND NOT (type = ANY(%s::text[]))
-                GROUP BY type ORDER BY count(*) DESC LIMIT 20""",
-            [list(known)],
-        )
-        return [(r[0], r[1]) for r in cur.fetchall()]
-
-
-
-# --- queue controls (pgjobs_queue rows: pause / resume / limit; the claim enforces them) -------
-
-_QUEUE_UPSERT = f"""
-INSERT INTO {QUEUE_TABLE} AS q (name, paused, concurrency_limit, updated_at)
-VALUES (%(name)s, COALESCE(%(paused)s, false), %(limit)s, now())
-ON CONFLICT (name) DO UPDATE
-SET paused = COALESCE(%(paused)s, q.paused),
-    concurrency_limit = CASE WHEN %(set_limit)s THEN %(limit)s ELSE q.concurrency_limit END,
-    updated_at = now()
-RETURNING q.name, q.paused, q.concurrency_limit
-"""
-
-
-@dataclass(slots=True)
-class QueueInfo:
-    name: str
-    paused: bool
-    concurrency_limit: int | None
-    due: int = 0  # PENDING and due now
-    scheduled: int = 0  # PENDING for later
-    running: int = 0
-
-
-def set_queue_paused(name: str, paused: bool, using: str | None = None) -> QueueInfo:
-    """Pause (the claim stops taking the queue's jobs; running ones finish) or resume a queue."""
-    with _cursor(using) as cur:
-        cur.execute(_QUEUE_UPSERT, {"name": name, "paused": paused, "limit": None,
-                                    "set_limit": False})
-        return QueueInfo(*cur.fetchone())
-
-
-def set_queue_limit(name: str, limit: int | None, using: str | None = None) -> QueueInfo:
-    """At most ``limit`` jobs of the queue RUNNING at once across all workers (None: no limit)."""
-    with _cursor(using) as cur:
-        cur.execute(_QUEUE_UPSERT, {"name": name, "paused": None, "limit": limit,
-                                    "set_limit": True})
-        return QueueInfo(*cur.fetchone())
-
-
-def queue_overview(using: str | None = None) -> list[QueueInfo]:
-    """Every queue that has a control row or active jobs, with its controls and job counts."""
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""WITH c(queue, due, scheduled, running) AS (
-                    SELECT queue,
-                           count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()),
-                           count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()),
-                           count(*) FILTER (WHERE status = 'RUNNING')
-                    FROM {T} WHERE status IN ('PENDING', 'RUNNING') GROUP BY queue
-                )
-                SELECT COALESCE(q.name, c.queue), COALESCE(q.paused, false), q.concurrency_limit,
-                       COALESCE(c.due, 0), COALESCE(c.scheduled, 0), COALESCE(c.running, 0)
-                FROM {QUEUE_TABLE} q FULL JOIN c ON c.queue = q.name
-                ORDER BY 1"""
-        )
-        return [QueueInfo(*r) for r in cur.fetchall()]
-
-
-# --- retention (finished jobs deleted by age, in small batches; see retention.py) -------------
-
-# Short statements that lock only the rows they delete (SKIP LOCKED: an admin viewing or
-# retrying a job is never waited for), oldest first through the finished_at index.
-_PRUNE = f"""
-WITH doomed AS MATERIALIZED (
-    SELECT id FROM {T}
-    WHERE status = %(status)s AND finished_at < %(cutoff)s
-    ORDER BY finished_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM {T} j USING doomed WHERE j.id = doomed.id AND j.status = %(status)s
-"""
-
-
-def prune_jobs(*, status: str, cutoff: datetime, limit: int, using: str | None = None) -> int:
-    """Delete up to ``limit`` jobs in a terminal ``status`` that finished before ``cutoff``."""
-    if status not in ("COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED", "CANCELLED"):
-        raise ValueError(f"only finished jobs are pruned, not {status!r}")
-    with _cursor(using) as cur:
-        cur.execute(_PRUNE, {"status": status, "cutoff": cutoff, "limit": limit})
-        return cur.rowcount
-
-
-def count_prunable(*, status: str, cutoff: datetime, using: str | None = None) -> int:
-    with _cursor(using) as cur:
-        cur.execute(f"SELECT count(*) FROM {T} WHERE status = %s AND finished_at < %s",
-                    [status, cutoff])
-        return cur.fetchone()[0]

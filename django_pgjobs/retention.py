@@ -21,11 +21,10 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections
-
-from . import conf, queries
+from . import conf
+from .sql import retention as sql
+from .sql.schedules import database_now
 from .status import TERMINAL_STATUSES
-from .tables import SCHEDULE_FIRE_TABLE, WORKER_TABLE
 
 logger = logging.getLogger("django_pgjobs.retention")
 
@@ -91,12 +90,12 @@ def prune_once(
     ``max_batches=None`` runs until nothing is left (the management command).
     """
     alias = using or conf.get("DATABASE")
-    now = now or _database_now(alias)
+    now = now or database_now(alias)
     counts: Counter[str] = Counter()
     for status, cutoff in cutoffs(now, statuses, older_than).items():
         done = 0
         while max_batches is None or done < max_batches:
-            n = queries.prune_jobs(status=status, cutoff=cutoff, limit=batch, using=alias)
+            n = sql.prune_jobs(status=status, cutoff=cutoff, limit=batch, using=alias)
             counts[status] += n
             done += 1
             if n < batch:
@@ -114,8 +113,8 @@ def plan(now: datetime | None = None, *, statuses: Iterable[str] | None = None,
          older_than: float | None = None, using: str | None = None) -> dict[str, Any]:
     """What :func:`prune_once` would delete (for ``--dry-run``): {status: (cutoff, count)}."""
     alias = using or conf.get("DATABASE")
-    now = now or _database_now(alias)
-    return {status: (cutoff, queries.count_prunable(status=status, cutoff=cutoff, using=alias))
+    now = now or database_now(alias)
+    return {status: (cutoff, sql.count_prunable(status=status, cutoff=cutoff, using=alias))
             for status, cutoff in cutoffs(now, statuses, older_than).items()}
 
 
@@ -135,33 +134,10 @@ def _prune_fires(now: datetime, alias: str) -> int:
     cutoff = fire_cutoff(now)
     if cutoff is None:
         return 0
-    return _delete_batches(
-        f"""DELETE FROM {SCHEDULE_FIRE_TABLE} WHERE id IN (
-                SELECT id FROM {SCHEDULE_FIRE_TABLE} WHERE fire_time < %s LIMIT %s)""",
-        cutoff, alias)
+    return sql.prune_fires(cutoff, batch=BATCH, max_batches=MAX_BATCHES, using=alias)
 
 
 def _prune_workers(now: datetime, alias: str) -> int:
     """Rows of workers that vanished without saying goodbye (killed, host lost)."""
     cutoff = now - timedelta(seconds=STALE_WORKER_LEASES * conf.get("LEASE_SECONDS"))
-    return _delete_batches(
-        f"""DELETE FROM {WORKER_TABLE} WHERE worker_id IN (
-                SELECT worker_id FROM {WORKER_TABLE} WHERE last_heartbeat < %s LIMIT %s)""",
-        cutoff, alias)
-
-
-def _delete_batches(sql: str, cutoff: datetime, alias: str, max_batches: int = MAX_BATCHES) -> int:
-    total = 0
-    with connections[alias].cursor() as cur:
-        for _ in range(max_batches):
-            cur.execute(sql, [cutoff, BATCH])
-            total += cur.rowcount
-            if cur.rowcount < BATCH:
-                break
-    return total
-
-
-def _database_now(alias: str) -> datetime:
-    with connections[alias].cursor() as cur:
-        cur.execute("SELECT now()")
-        return cur.fetchone()[0]
+    return sql.prune_workers(cutoff, batch=BATCH, max_batches=MAX_BATCHES, using=alias)

@@ -6,10 +6,11 @@
   oldest due one.
 
 No database work per job: the worker hands each batch of finished runs to in-memory counters (a
-``job_reaped`` receiver adds the reaped ones);
-the worker's maintenance step (:class:`WorkerRollup`) flushes them with ONE upsert every
-``FLUSH_SECONDS`` (and at shutdown), samples queue depth once a minute for the whole cluster
-(advisory lock: one worker per minute does the counting) and prunes old rollup rows once an hour.
+``job_reaped`` receiver adds the reaped ones). The worker's maintenance services
+(worker/maintenance.py) flush them with ONE upsert every ``FLUSH_SECONDS`` (and at shutdown),
+sample queue depth once a minute for the whole cluster (one worker per minute does the
+counting) and prune old rollup rows once an hour.
+The SQL of both tables is in ``sql/rollups.py``.
 """
 
 from __future__ import annotations
@@ -21,22 +22,18 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connections, transaction
-
-from . import conf, signals
+from . import conf
+from .sql import rollups as sql
 from .status import JobStatus
-from .tables import DEPTH_SAMPLE_TABLE, JOB_TABLE, STAT_MINUTE_TABLE
 
 logger = logging.getLogger("django_pgjobs.rollup")
 
 FLUSH_SECONDS = 10.0
 SAMPLE_SECONDS = 60.0
 PRUNE_SECONDS = 3600.0
-# pg_try_advisory_xact_lock key of the depth sampler ("pgjobs" + 1 in ASCII, as an int).
-SAMPLE_LOCK_KEY = 0x70676A6F627301
 
 # --- the duration histogram --------------------------------------------------------------------
 # Bucket 0: under 1 ms. Bucket i >= 1: [2^((i-1)/4), 2^(i/4)) ms, i.e. 4 buckets per doubling
@@ -194,35 +191,11 @@ class Recorder:
     def _add_reaped(self, counts: dict[tuple[datetime, str, str], _Acc],
                     reaped: list[tuple[float, int, str, str]], using: str | None) -> None:
         """Reaped jobs count as failed (attempts exhausted) or retried; find their queues."""
-        with _cursor(using) as cur:
-            cur.execute(f"SELECT id, queue FROM {JOB_TABLE} WHERE id = ANY(%s::bigint[])",
-                        [[r[1] for r in reaped]])
-            queue_of = dict(cur.fetchall())
+        queue_of = sql.queues_of([r[1] for r in reaped], using)
         for ts, job_id, job_type, status in reaped:
             outcome = "failed" if status == JobStatus.FAILED else "retried"
             key = (_minute(ts), queue_of.get(job_id, "?"), job_type)
             counts.setdefault(key, _Acc()).add(outcome, None)
-
-
-_UPSERT = f"""
-INSERT INTO {STAT_MINUTE_TABLE} AS t
-    (minute, queue, type, completed, failed, retried, duration_sum_ms, duration_hist)
-SELECT v.minute, v.queue, v.type, v.completed, v.failed, v.retried, v.duration_sum_ms,
-       v.duration_hist
-FROM jsonb_to_recordset(%s::jsonb) AS v(minute timestamptz, queue text, type text,
-     completed bigint, failed bigint, retried bigint, duration_sum_ms bigint, duration_hist jsonb)
-ON CONFLICT (minute, queue, type) DO UPDATE
-SET completed = t.completed + EXCLUDED.completed,
-    failed = t.failed + EXCLUDED.failed,
-    retried = t.retried + EXCLUDED.retried,
-    duration_sum_ms = t.duration_sum_ms + EXCLUDED.duration_sum_ms,
-    duration_hist = (
-        SELECT COALESCE(jsonb_agg(COALESCE(a.n::bigint, 0) + COALESCE(b.n::bigint, 0)
-                                  ORDER BY COALESCE(a.i, b.i)), '[]'::jsonb)
-        FROM jsonb_array_elements_text(t.duration_hist) WITH ORDINALITY AS a(n, i)
-        FULL JOIN jsonb_array_elements_text(EXCLUDED.duration_hist) WITH ORDINALITY AS b(n, i)
-          ON a.i = b.i)
-"""
 
 
 def _upsert(counts: dict[tuple[datetime, str, str], _Acc], using: str | None) -> None:
@@ -232,170 +205,26 @@ def _upsert(counts: dict[tuple[datetime, str, str], _Acc], using: str | None) ->
          "duration_hist": a.hist_list()}
         for (minute, queue, type_), a in sorted(counts.items())  # sorted: no upsert deadlocks
     ]
-    with _cursor(using) as cur:
-        cur.execute(_UPSERT, [json.dumps(rows, separators=(",", ":"))])
-
-
-# --- queue depth samples ------------------------------------------------------------------------
-
-# Live depth per queue, read from the active jobs (the partial indexes serve it): the numbers of
-# stats.queue_stats() and of the depth samples below.
-DEPTH_BY_QUEUE = f"""
-SELECT queue,
-       count(*) FILTER (WHERE status = 'PENDING' AND run_after <= now()) AS due,
-       count(*) FILTER (WHERE status = 'PENDING' AND run_after > now()) AS scheduled,
-       count(*) FILTER (WHERE status = 'RUNNING') AS running,
-       count(*) FILTER (WHERE status = 'RUNNING' AND lease_expires_at < now()) AS stale,
-       EXTRACT(EPOCH FROM now() - min(run_after) FILTER (
-           WHERE status = 'PENDING' AND run_after <= now()))::float8 AS oldest_due_age_s
-FROM {JOB_TABLE}
-WHERE status IN ('PENDING', 'RUNNING')
-GROUP BY queue
-"""
-
-_SAMPLE = f"""
-INSERT INTO {DEPTH_SAMPLE_TABLE} (sampled_at, queue, due, scheduled, running, oldest_due_age_s)
-SELECT date_trunc('minute', now()), queue, due, scheduled, running, oldest_due_age_s
-FROM ({DEPTH_BY_QUEUE}) depth
-WHERE NOT EXISTS (SELECT 1 FROM {DEPTH_SAMPLE_TABLE}
-                  WHERE sampled_at = date_trunc('minute', now()))
-ON CONFLICT (sampled_at, queue) DO NOTHING
-"""
-
-
-def sample_depth(using: str | None = None) -> int:
-    """Record this minute's queue depth unless another worker did; returns rows written."""
-    alias = using or conf.get("DATABASE")
-    with transaction.atomic(using=alias), _cursor(alias) as cur:
-        cur.execute("SELECT pg_try_advisory_xact_lock(%s)", [SAMPLE_LOCK_KEY])
-        if not cur.fetchone()[0]:
-            return 0
-        cur.execute(_SAMPLE)
-        return cur.rowcount
-
-
-def prune(days: float, using: str | None = None) -> int:
-    """Delete rollup rows older than ``days``; returns the number of rows deleted."""
-    deleted = 0
-    with _cursor(using) as cur:
-        for table, column in ((STAT_MINUTE_TABLE, "minute"), (DEPTH_SAMPLE_TABLE, "sampled_at")):
-            cur.execute(f"DELETE FROM {table} WHERE {column} < now() - %s * interval '1 day'",
-                        [days])
-            deleted += cur.rowcount
-    return deleted
+    sql.upsert_minutes(rows, using)
 
 
 def retention_days() -> float:
     return float(conf.get_settings().get("ROLLUP_RETENTION_DAYS", 30))
 
 
-# --- the worker's hook --------------------------------------------------------------------------
-
-
-class WorkerRollup:
-    """What a worker does for the dashboard: record (signals), flush, sample, prune."""
-
-    def __init__(self) -> None:
-        self.recorder = Recorder()
-        self._uid = f"pgjobs-rollup-{id(self)}"
-        self._next_flush = 0.0
-        self._next_sample = 0.0
-        self._next_prune = time.monotonic() + 60.0
-
-    def start(self) -> None:
-        # Finished runs are handed over by the worker itself, a batch at a time
-        # (Worker._write_finished); reaped ones, found by any worker's reaper, by signal.
-        signals.job_reaped.connect(self.recorder.on_reaped, weak=False, dispatch_uid=self._uid)
-
-    def step(self, using: str, *, sample: bool = True) -> None:
-        """Called from the worker's maintenance step: cheap unless something is due."""
-        now = time.monotonic()
-        if now >= self._next_flush and self.recorder.pending():
-            self._next_flush = now + FLUSH_SECONDS
-            self.recorder.flush(using)
-        if sample and now >= self._next_sample:
-            self._next_sample = now + SAMPLE_SECONDS
-            sample_depth(using)
-        if sample and now >= self._next_prune:
-            self._next_prune = now + PRUNE_SECONDS
-            prune(retention_days(), using)
-
-    def stop(self, using: str) -> None:
-        signals.job_reaped.disconnect(dispatch_uid=self._uid)
-        self.recorder.flush(using)
-
-
 # --- reading ----------------------------------------------------------------------------------
-
-
-def _cursor(using: str | None) -> Any:
-    return connections[using or conf.get("DATABASE")].cursor()
-
-
-def minute_series(since: datetime, until: datetime, using: str | None = None,
-                  ) -> list[tuple[datetime, int, int, int]]:
-    """(minute, completed, failed, retried) for every minute of [since, until), zeros included."""
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""SELECT m, COALESCE(sum(s.completed), 0), COALESCE(sum(s.failed), 0),
-                       COALESCE(sum(s.retried), 0)
-                FROM generate_series(date_trunc('minute', %s::timestamptz),
-                                     %s::timestamptz - interval '1 minute',
-                                     interval '1 minute') AS m
-                LEFT JOIN {STAT_MINUTE_TABLE} s ON s.minute = m
-                GROUP BY m ORDER BY m""",
-            [since, until],
-        )
-        return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
 
 
 def totals(since: datetime, group_by: str, using: str | None = None) -> dict[str, dict[str, Any]]:
     """Per queue or per type since ``since``: completed, failed, retried, runs, duration sum and
     the merged histogram."""
-    if group_by not in ("queue", "type"):
-        raise ValueError("group_by must be 'queue' or 'type'")
     out: dict[str, dict[str, Any]] = {}
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""SELECT {group_by}, completed, failed, retried, duration_sum_ms, duration_hist
-                FROM {STAT_MINUTE_TABLE} WHERE minute >= %s""",
-            [since],
-        )
-        for key, completed, failed, retried, dsum, hist in cur.fetchall():
-            t = out.setdefault(key, {"completed": 0, "failed": 0, "retried": 0,
-                                     "duration_sum_ms": 0, "hist": []})
-            t["completed"] += completed
-            t["failed"] += failed
-            t["retried"] += retried
-            t["duration_sum_ms"] += dsum
-            t["hist"] = merge_hist(t["hist"], hist if isinstance(hist, list) else json.loads(hist))
+    for key, completed, failed, retried, dsum, hist in sql.minute_rows(since, group_by, using):
+        t = out.setdefault(key, {"completed": 0, "failed": 0, "retried": 0,
+                                 "duration_sum_ms": 0, "hist": []})
+        t["completed"] += completed
+        t["failed"] += failed
+        t["retried"] += retried
+        t["duration_sum_ms"] += dsum
+        t["hist"] = merge_hist(t["hist"], hist if isinstance(hist, list) else json.loads(hist))
     return out
-
-
-def depth_series(since: datetime, using: str | None = None,
-                 ) -> dict[str, list[tuple[datetime, int]]]:
-    """Due jobs per queue at each sample since ``since`` (0 where a queue had no row)."""
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""SELECT sampled_at, queue, due FROM {DEPTH_SAMPLE_TABLE}
-                WHERE sampled_at >= %s ORDER BY sampled_at""",
-            [since],
-        )
-        rows = cur.fetchall()
-    times = sorted({r[0] for r in rows})
-    by_queue: dict[str, dict[datetime, int]] = {}
-    for at, queue, due in rows:
-        by_queue.setdefault(queue, {})[at] = int(due)
-    return {q: [(t, v.get(t, 0)) for t in times] for q, v in sorted(by_queue.items())}
-
-
-def known_queues(using: str | None = None, days: int = 7) -> list[str]:
-    """Queues seen in the rollups of the last days (the admin's queue filter)."""
-    since = datetime.now(UTC) - timedelta(days=days)
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""SELECT queue FROM {STAT_MINUTE_TABLE} WHERE minute >= %s
-                UNION SELECT queue FROM {DEPTH_SAMPLE_TABLE} WHERE sampled_at >= %s""",
-            [since, since],
-        )
-        return sorted(r[0] for r in cur.fetchall())

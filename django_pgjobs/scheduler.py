@@ -40,10 +40,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter
-from django.db import InterfaceError, OperationalError, connections, transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from . import conf, registry
-from .tables import SCHEDULE_FIRE_TABLE, SCHEDULE_TABLE
+from .sql import schedules as sql
 
 logger = logging.getLogger("django_pgjobs.scheduler")
 
@@ -280,13 +280,6 @@ def valid_schedules() -> dict[str, ScheduleSpec]:
 # --- the scheduler pass --------------------------------------------------------------------------
 
 
-@dataclass
-class _State:
-    enabled: bool
-    next_fire_time: datetime | None
-    run_now_requested: bool
-
-
 def enqueue_due(now: datetime | None = None, using: str | None = None) -> Counter[str]:
     """One scheduler pass: fire every due tick once. Safe to run from any number of workers.
 
@@ -298,8 +291,8 @@ def enqueue_due(now: datetime | None = None, using: str | None = None) -> Counte
     if not specs:
         return counts
     alias = using or conf.get("DATABASE")
-    now = now or database_now(alias)
-    states = _states(list(specs), alias)
+    now = now or sql.database_now(alias)
+    states = sql.states(list(specs), alias)
     for name, spec in specs.items():
         try:
             _run_schedule(spec, states[name], now, alias, counts)
@@ -312,7 +305,7 @@ def enqueue_due(now: datetime | None = None, using: str | None = None) -> Counte
     return counts
 
 
-def _run_schedule(spec: ScheduleSpec, state: _State, now: datetime, alias: str,
+def _run_schedule(spec: ScheduleSpec, state: sql.ScheduleState, now: datetime, alias: str,
                   counts: Counter[str]) -> None:
     if state.run_now_requested:
         _run_now(spec, now, alias, counts)
@@ -320,7 +313,7 @@ def _run_schedule(spec: ScheduleSpec, state: _State, now: datetime, alias: str,
         return
     cursor = state.next_fire_time
     if cursor is None or not spec.is_tick(cursor):
-        _advance(spec.name, cursor, spec.next_after(now), alias)  # new, re-enabled, redefined
+        sql.advance(spec.name, cursor, spec.next_after(now), alias)  # new, re-enabled, redefined
         return
     if cursor > now:
         return
@@ -332,7 +325,7 @@ def _run_schedule(spec: ScheduleSpec, state: _State, now: datetime, alias: str,
                                                    "schedule": spec.name})
     for tick in ticks:
         counts["fired" if _fire(spec, tick, alias) else "taken"] += 1
-    _advance(spec.name, cursor, resume, alias)
+    sql.advance(spec.name, cursor, resume, alias)
 
 
 def _due(spec: ScheduleSpec, cursor: datetime, now: datetime
@@ -365,27 +358,13 @@ def _fire(spec: ScheduleSpec, fire_time: datetime, alias: str) -> int | None:
     """
     from .enqueue import enqueue
 
-    with transaction.atomic(using=alias), connections[alias].cursor() as cur:
-        cur.execute(
-            f"""INSERT INTO {SCHEDULE_FIRE_TABLE} (schedule, fire_time, created_at)
-                VALUES (%s, %s, now())
-                ON CONFLICT (schedule, fire_time) DO NOTHING RETURNING id""",
-            [spec.name, fire_time],
-        )
-        row = cur.fetchone()
-        if row is None:
+    with transaction.atomic(using=alias):
+        fire_id = sql.insert_fire(spec.name, fire_time, alias)
+        if fire_id is None:
             return None
         job = enqueue(spec.type, dict(spec.config), queue=spec.queue, priority=spec.priority,
                       operated_by=f"schedule:{spec.name}", using=alias)
-        cur.execute(f"UPDATE {SCHEDULE_FIRE_TABLE} SET job_id = %s WHERE id = %s", [job.id, row[0]])
-        cur.execute(
-            f"""UPDATE {SCHEDULE_TABLE}
-                SET last_job_id = CASE WHEN last_fire_time IS NULL OR last_fire_time <= %(t)s
-                                       THEN %(job)s ELSE last_job_id END,
-                    last_fire_time = GREATEST(last_fire_time, %(t)s), updated_at = now()
-                WHERE name = %(name)s""",
-            {"t": fire_time, "job": job.id, "name": spec.name},
-        )
+        sql.record_fire(fire_id, spec.name, fire_time, job.id, alias)
     logger.info("schedule.fired %s@%s -> %s#%s", spec.name, fire_time.isoformat(), spec.type,
                 job.id, extra={"action": "schedule.fired", "schedule": spec.name,
                                "job_id": job.id, "job_type": spec.type})
@@ -394,72 +373,7 @@ def _fire(spec: ScheduleSpec, fire_time: datetime, alias: str) -> int | None:
 
 def _run_now(spec: ScheduleSpec, now: datetime, alias: str, counts: Counter[str]) -> None:
     """Fire once at ``now``; the flag is cleared by whoever fires, in the same transaction."""
-    with transaction.atomic(using=alias), connections[alias].cursor() as cur:
-        cur.execute(
-            f"""UPDATE {SCHEDULE_TABLE} SET run_now_requested = false, updated_at = now()
-                WHERE name = %s AND run_now_requested RETURNING name""",
-            [spec.name],
-        )
-        if cur.fetchone() is not None and _fire(spec, now, alias) is not None:
+    with transaction.atomic(using=alias):
+        if sql.take_run_now(spec.name, alias) and _fire(spec, now, alias) is not None:
             counts["run_now"] += 1
             counts["fired"] += 1
-
-
-def _advance(name: str, seen: datetime | None, cursor: datetime, alias: str) -> None:
-    """Move the cursor, unless another worker moved it since we read it."""
-    with connections[alias].cursor() as cur:
-        cur.execute(
-            f"""UPDATE {SCHEDULE_TABLE} SET next_fire_time = %s, updated_at = now()
-                WHERE name = %s AND enabled AND next_fire_time IS NOT DISTINCT FROM %s""",
-            [cursor, name, seen],
-        )
-
-
-def _states(names: list[str], alias: str) -> dict[str, _State]:
-    query = (f"SELECT name, enabled, next_fire_time, run_now_requested FROM {SCHEDULE_TABLE} "
-             "WHERE name = ANY(%s::text[])")
-    with connections[alias].cursor() as cur:
-        cur.execute(query, [names])
-        rows = {r[0]: _State(r[1], r[2], r[3]) for r in cur.fetchall()}
-        missing = [n for n in names if n not in rows]
-        if missing:
-            cur.execute(
-                f"""INSERT INTO {SCHEDULE_TABLE} (name, enabled, run_now_requested, updated_at)
-                    SELECT unnest(%s::text[]), true, false, now() ON CONFLICT (name) DO NOTHING""",
-                [missing],
-            )
-            cur.execute(query, [missing])
-            rows.update({r[0]: _State(r[1], r[2], r[3]) for r in cur.fetchall()})
-    return rows
-
-
-def database_now(alias: str | None = None) -> datetime:
-    with connections[alias or conf.get("DATABASE")].cursor() as cur:
-        cur.execute("SELECT now()")
-        return cur.fetchone()[0]
-
-
-# --- operator actions (admin) ------------------------------------------------------------------
-
-
-def set_enabled(names: list[str], enabled: bool, using: str | None = None) -> int:
-    """Enable or disable schedules. Either way the cursor restarts from now: ticks that passed
-    while a schedule was disabled never fire."""
-    with connections[using or conf.get("DATABASE")].cursor() as cur:
-        cur.execute(
-            f"""UPDATE {SCHEDULE_TABLE} SET enabled = %s, next_fire_time = NULL, updated_at = now()
-                WHERE name = ANY(%s::text[]) AND enabled <> %s""",
-            [enabled, names, enabled],
-        )
-        return cur.rowcount
-
-
-def request_run_now(names: list[str], using: str | None = None) -> int:
-    """Ask the next scheduler pass (of any worker) to fire these schedules once, now."""
-    with connections[using or conf.get("DATABASE")].cursor() as cur:
-        cur.execute(
-            f"""UPDATE {SCHEDULE_TABLE} SET run_now_requested = true, updated_at = now()
-                WHERE name = ANY(%s::text[])""",
-            [names],
-        )
-        return cur.rowcount

@@ -12,14 +12,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connections
-
-from . import conf, rollup
-from .tables import JOB_TABLE, WORKER_TABLE
-
-
-def _cursor(using: str | None) -> Any:
-    return connections[using or conf.get("DATABASE")].cursor()
+from . import conf, db, rollup
+from .sql import rollups as sql_rollups
+from .sql import workers as sql_workers
+from .status import FAILED_SQL
+from .tables import JOB_TABLE
 
 
 @dataclass
@@ -43,11 +40,9 @@ def queue_stats(using: str | None = None, now: datetime | None = None) -> list[Q
     """Per queue: live depth from the jobs table, 24 h counts and throughput from the rollup."""
     now = now or datetime.now(UTC)
     by_queue: dict[str, QueueStats] = {}
-    with _cursor(using) as cur:
-        cur.execute(rollup.DEPTH_BY_QUEUE)
-        for queue, due, scheduled, running, stale, oldest in cur.fetchall():
-            by_queue[queue] = QueueStats(queue, due, scheduled, running, stale,
-                                         None if oldest is None else round(oldest, 3))
+    for queue, due, scheduled, running, stale, oldest in sql_rollups.depth_by_queue(using):
+        by_queue[queue] = QueueStats(queue, due, scheduled, running, stale,
+                                     None if oldest is None else round(oldest, 3))
     for queue, t in rollup.totals(now - timedelta(hours=24), "queue", using).items():
         s = by_queue.setdefault(queue, QueueStats(queue))
         s.completed_24h, s.failed_24h, s.retried_24h = t["completed"], t["failed"], t["retried"]
@@ -63,7 +58,7 @@ SELECT type,
        count(*) AS runs,
        percentile_cont(0.50) WITHIN GROUP (ORDER BY duration_ms) AS p50,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95,
-       count(*) FILTER (WHERE status = 'FAILED') AS failures
+       count(*) FILTER (WHERE status = {FAILED_SQL}) AS failures
 FROM {JOB_TABLE}
 WHERE finished_at > now() - %s * interval '1 hour'
 GROUP BY type
@@ -73,7 +68,7 @@ ORDER BY p95 DESC NULLS LAST, type
 
 def type_percentiles(hours: float = 24, using: str | None = None) -> list[dict[str, Any]]:
     """Per job type over the last ``hours``: runs, p50/p95 duration (ms), failures."""
-    with _cursor(using) as cur:
+    with db.cursor(using) as cur:
         cur.execute(_PERCENTILES, [hours])
         return [
             {"type": t, "runs": runs, "p50_ms": None if p50 is None else round(p50, 1),
@@ -105,18 +100,11 @@ def _round(v: float | None) -> float | None:
 def workers(using: str | None = None) -> list[dict[str, Any]]:
     """Workers that wrote a heartbeat row; ``alive`` when it is fresher than two leases."""
     lease = float(conf.get("LEASE_SECONDS"))
-    with _cursor(using) as cur:
-        cur.execute(
-            f"""SELECT worker_id, hostname, pid, queues, concurrency, started_at, last_heartbeat,
-                       jobs_done, EXTRACT(EPOCH FROM now() - last_heartbeat)::float8
-                FROM {WORKER_TABLE} ORDER BY last_heartbeat DESC LIMIT 200"""
-        )
-        rows = cur.fetchall()
     return [
         {"worker_id": w, "hostname": h, "pid": pid, "queues": q, "concurrency": c,
          "started_at": s, "last_heartbeat": hb, "jobs_done": done,
          "heartbeat_age_s": round(age, 1), "alive": age < 2 * lease}
-        for w, h, pid, q, c, s, hb, done, age in rows
+        for w, h, pid, q, c, s, hb, done, age in sql_workers.list_workers(using)
     ]
 
 

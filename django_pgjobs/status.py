@@ -19,3 +19,26 @@ TERMINAL_STATUSES = (
     JobStatus.FAILED,
     JobStatus.CANCELLED,
 )
+RETRYABLE_STATUSES = (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.CANCELLED)
+
+
+# --- statuses in SQL: always built from the enum (tests/unit/test_sql_statuses.py checks it) ---
+
+
+def sql_literal(status: str) -> str:
+    """One status as an SQL string literal: ``'PENDING'`` (refuses what is not a JobStatus)."""
+    return f"'{JobStatus(status).value}'"
+
+
+def sql_in(*statuses: str) -> str:
+    """A parenthesised SQL list for ``status IN …``: ``('PENDING', 'RUNNING')``."""
+    return "(" + ", ".join(map(sql_literal, statuses)) + ")"
+
+
+PENDING_SQL = sql_literal(JobStatus.PENDING)
+RUNNING_SQL = sql_literal(JobStatus.RUNNING)
+FAILED_SQL = sql_literal(JobStatus.FAILED)
+CANCELLED_SQL = sql_literal(JobStatus.CANCELLED)
+ACTIVE_SQL = sql_in(*ACTIVE_STATUSES)
+TERMINAL_SQL = sql_in(*TERMINAL_STATUSES)
+RETRYABLE_SQL = sql_in(*RETRYABLE_STATUSES)

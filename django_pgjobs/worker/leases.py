@@ -12,6 +12,7 @@ from collections.abc import Callable
 from .. import queries
 from ..exceptions import JobTimeout
 from ..queries import Completion
+from ..sql import workers
 from . import executor
 from .options import WorkerOptions
 from .slots import InFlight, Slots
@@ -65,7 +66,7 @@ class LeaseKeeper:
                         "outcome will be discarded", item.job.type, item.job.id,
                         extra={"action": "job.lease_lost", "job_id": item.job.id},
                     )
-        queries.upsert_worker(
+        workers.upsert_worker(
             worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(),
             queues=o.queues or ["*"], concurrency=o.concurrency, jobs_done=self.jobs_done(),
             using=o.using,

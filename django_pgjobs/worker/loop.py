@@ -33,7 +33,8 @@ from typing import Any
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.signals import connection_created
 
-from .. import conf, health, queries, registry, rollup, signals
+from .. import conf, db, health, queries, registry, rollup, signals
+from ..sql import workers
 from . import executor, maintenance
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
@@ -254,7 +255,7 @@ class Worker:
         if len(self.slots):
             self._with_db_retry(self._release_running, attempts=3)
             self._with_db_retry(self._write_finished, attempts=3)  # runs that ended meanwhile
-        self._with_db_retry(lambda: queries.delete_worker(self.worker_id, using=self.using), 2)
+        self._with_db_retry(lambda: workers.delete_worker(self.worker_id, using=self.using), 2)
         connection_created.disconnect(self._tag_connection)
         logger.info(
             "worker %s stopped: %s jobs finished", self.worker_id, self.finished_total,
@@ -411,10 +412,10 @@ class Worker:
 
     def _prepare_connection(self) -> None:
         if not self._statistics_checked:  # a fresh table gets planner statistics first
-            queries.analyze_if_never_analyzed(using=self.using)
+            db.analyze_if_never_analyzed(using=self.using)
             self._statistics_checked = True
         if not self.options.inline:  # the caller's connection is not ours to configure
-            queries.use_generic_plans(using=self.using)
+            db.use_generic_plans(using=self.using)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals_seen += 1

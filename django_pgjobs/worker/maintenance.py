@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from .. import conf, queries, registry, retention, retry, rollup, scheduler, signals
+from ..sql import queues, rollups
 from .completer import send_robust
 from .options import WorkerOptions
 from .services import Service
@@ -71,7 +72,7 @@ class QueueControls(Service):
         self.publish = publish
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
-        limited = [q for q in queries.limited_queues(using=self.using)
+        limited = [q for q in queues.limited_queues(using=self.using)
                    if self.queues is None or q in self.queues]
         self.publish(limited)
         return {"limited": len(limited)}
@@ -121,7 +122,7 @@ class DepthSample(Service):
     jitter = 0.0  # one sample a minute: sample_depth() lets one worker per minute write
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
-        return {"rows": rollup.sample_depth(self.using)}
+        return {"rows": rollups.sample_depth(self.using)}
 
 
 class RollupPrune(Service):
@@ -133,7 +134,7 @@ class RollupPrune(Service):
         return 60.0
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
-        return {"rows": rollup.prune(rollup.retention_days(), self.using)}
+        return {"rows": rollups.prune(rollup.retention_days(), self.using)}
 
 
 def services_for(options: WorkerOptions, recorder: rollup.Recorder,

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from django_pgjobs import rollup
+from django_pgjobs.sql import rollups
 from tests.admin.helpers import make_job, staff_user
 from tests.conftest import sql
 
@@ -28,7 +29,7 @@ def activity():
     rec.record("mail", "test.echo", "failed", 900, at=now)
     rec.record("mail", "test.echo", "retried", 50, at=now)
     rec.flush()
-    rollup.sample_depth()
+    rollups.sample_depth()
     sql("INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) "
         "VALUES ('w-<b>1</b>', 'host', 1, '[\"*\"]', 4)")
 

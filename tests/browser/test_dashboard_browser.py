@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 
 from django_pgjobs import rollup
 from django_pgjobs.models import Job
+from django_pgjobs.sql import rollups
 from tests.admin.helpers import make_job
 from tests.conftest import missing_requirement
 from tests.observability.helpers import run_worker
@@ -87,7 +88,7 @@ def seed_activity() -> Job:
     for _ in range(4):
         make_job("COMPLETED", duration_ms=120)
     make_job(queue="mail")
-    rollup.sample_depth()
+    rollups.sample_depth()
     return make_job("FAILED", config={"do": "ok", "api_token": "do-not-show"})
 
 

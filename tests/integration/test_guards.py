@@ -65,16 +65,16 @@ def test_the_id_is_generated_always():
 @pytest.mark.django_db(transaction=True)
 def test_a_table_without_statistics_is_analyzed_once():
     """Workers ANALYZE the jobs table at start if PostgreSQL never did (fresh deployment)."""
-    from django_pgjobs import queries
+    from django_pgjobs import db
 
     sql("CREATE TABLE pgjobs_analyze_probe (id int)")
     try:
         sql("INSERT INTO pgjobs_analyze_probe SELECT generate_series(1, 500)")
         assert sql_one("SELECT reltuples FROM pg_class WHERE relname = 'pgjobs_analyze_probe'") < 0
-        assert queries.analyze_if_never_analyzed("pgjobs_analyze_probe") is True
+        assert db.analyze_if_never_analyzed("pgjobs_analyze_probe") is True
         assert sql_one("SELECT reltuples FROM pg_class "
                        "WHERE relname = 'pgjobs_analyze_probe'") == 500
-        assert queries.analyze_if_never_analyzed("pgjobs_analyze_probe") is False
+        assert db.analyze_if_never_analyzed("pgjobs_analyze_probe") is False
     finally:
         sql("DROP TABLE pgjobs_analyze_probe")
 
@@ -111,7 +111,7 @@ def test_lease_fenced_writes_join_on_the_primary_key_after_a_burst():
 
 def _explain_generic(name: str, statement: str, types: dict[str, str], args: dict) -> str:
     """EXPLAIN the plan a worker's connection caches for ``statement`` (prepared, planned
-    once: plan_cache_mode force_generic_plan, as queries.use_generic_plans sets it)."""
+    once: plan_cache_mode force_generic_plan, as db.use_generic_plans sets it)."""
     import re
 
     order = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
@@ -167,10 +167,10 @@ def test_the_workers_generic_plans_walk_the_same_indexes(history):
 def test_the_worker_plans_its_statements_once_on_its_own_connection_only(monkeypatch):
     from django.db import connection
 
-    from django_pgjobs import enqueue, queries
+    from django_pgjobs import db, enqueue
     from tests.conftest import run_worker
 
-    monkeypatch.setattr(queries, "GENERIC_PLANS_MIN_ROWS", 1)  # this table's statistics will do
+    monkeypatch.setattr(db, "GENERIC_PLANS_MIN_ROWS", 1)  # this table's statistics will do
     enqueue("test.noop", {})
     run_worker()
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"  # the worker's connection
@@ -181,7 +181,7 @@ def test_the_worker_plans_its_statements_once_on_its_own_connection_only(monkeyp
 
     run_jobs()  # inline, on the caller's connection
     assert sql_one("SHOW plan_cache_mode") == "auto"
-    queries.use_generic_plans()
+    db.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"
 
 
@@ -193,16 +193,16 @@ def test_no_generic_plans_from_the_statistics_of_an_empty_table(monkeypatch):
     them again at most every GENERIC_PLANS_RECHECK seconds."""
     from django.db import connection
 
-    from django_pgjobs import queries
+    from django_pgjobs import db
 
     sql("ANALYZE pgjobs_job")  # empty: what a first worker start does to a new table
-    queries.use_generic_plans()
+    db.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "auto"
     sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, %s)",
-        [queries.GENERIC_PLANS_MIN_ROWS])
+        [db.GENERIC_PLANS_MIN_ROWS])
     sql("ANALYZE pgjobs_job")
-    queries.use_generic_plans()
+    db.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "auto"  # looked less than the recheck ago
     connection.connection._pgjobs_generic_recheck = 0.0  # as if the interval had passed
-    queries.use_generic_plans()
+    db.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"

@@ -7,7 +7,16 @@ import time
 
 import pytest
 
-from django_pgjobs import JobStatus, enqueue, enqueue_many, handler, queries, registry
+from django_pgjobs import (
+    JobStatus,
+    db,
+    enqueue,
+    enqueue_many,
+    handler,
+    health_checks,
+    queries,
+    registry,
+)
 from django_pgjobs.models import Job
 from django_pgjobs.models import Worker as WorkerRow
 from django_pgjobs.tracing import TraceIdFilter, current_trace_id
@@ -102,7 +111,7 @@ def test_unregistered_type_in_the_table_is_never_run():
     run()
     assert Job.objects.get(type="os.system").status == JobStatus.PENDING
     assert Job.objects.get(type="test.noop").status == JobStatus.COMPLETED
-    assert queries.unknown_due_types(registry.registered_types()) == [("os.system", 1)]
+    assert health_checks.unknown_due_types(registry.registered_types()) == [("os.system", 1)]
 
 
 def test_non_json_result_fails_clearly():
@@ -318,7 +327,7 @@ def test_the_hot_path_with_and_without_prepared_statements(settings, monkeypatch
     without pipelines); not prepared (behind a pooler that cannot hold them): one
     multi-statement query. Same outcomes."""
     settings.PGJOBS = {"PREPARED_STATEMENTS": prepared}
-    monkeypatch.setattr(queries, "_PIPELINE", pipeline)
+    monkeypatch.setattr(db, "PIPELINE", pipeline)
     flaky = enqueue("test.behave", {"do": "flaky", "fail_times": 1})
     ids = enqueue_many("test.echo", [{"n": i} for i in range(30)])
     drain(concurrency=4)

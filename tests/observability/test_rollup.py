@@ -8,6 +8,7 @@ import pytest
 
 from django_pgjobs import enqueue, rollup, stats
 from django_pgjobs.models import Job, JobStatMinute, QueueDepthSample
+from django_pgjobs.sql import rollups
 from tests.conftest import eventually, sql
 from tests.observability.helpers import run_worker
 
@@ -96,12 +97,12 @@ def test_depth_is_sampled_once_a_minute():
     Job.objects.create(type="t", queue="a", run_after=past)
     Job.objects.create(type="t", queue="a", run_after=past)
     Job.objects.create(type="t", queue="b", run_after=datetime.now(UTC) + timedelta(hours=1))
-    assert rollup.sample_depth() == 2
-    assert rollup.sample_depth() == 0  # this minute is taken
+    assert rollups.sample_depth() == 2
+    assert rollups.sample_depth() == 0  # this minute is taken
     a = QueueDepthSample.objects.get(queue="a")
     assert (a.due, a.scheduled, a.running) == (2, 0, 0) and a.oldest_due_age_s >= 170
     assert QueueDepthSample.objects.get(queue="b").scheduled == 1
-    series = rollup.depth_series(datetime.now(UTC) - timedelta(hours=1))
+    series = rollups.depth_series(datetime.now(UTC) - timedelta(hours=1))
     assert [v for _, v in series["a"]] == [2]
 
 
@@ -111,7 +112,7 @@ def test_old_rollups_are_pruned():
     rec.record("q", "t", "completed", 1, at=(datetime.now(UTC) - timedelta(days=40)).timestamp())
     rec.record("q", "t", "completed", 1)
     rec.flush()
-    assert rollup.prune(30) == 1
+    assert rollups.prune(30) == 1
     assert JobStatMinute.objects.count() == 1
 
 

@@ -9,7 +9,8 @@ from django.db import connection, connections
 
 from django_pgjobs import handler, scheduler
 from django_pgjobs.models import Job, Schedule, ScheduleFire
-from django_pgjobs.scheduler import enqueue_due, request_run_now, schedule, set_enabled
+from django_pgjobs.scheduler import enqueue_due, schedule
+from django_pgjobs.sql.schedules import database_now, request_run_now, set_enabled
 from django_pgjobs.worker import Worker, WorkerOptions
 from tests.schedules.helpers import entry, utc
 
@@ -170,7 +171,7 @@ def test_no_schedule_means_no_query(django_assert_num_queries):
 def test_without_an_injected_clock_the_database_clock_is_used(schedules):
     schedules(s=entry(cron="* * * * * *"))
     enqueue_due()
-    db_now = scheduler.database_now()
+    db_now = database_now()
     assert db_now < state().next_fire_time <= db_now + timedelta(seconds=1)
 
 

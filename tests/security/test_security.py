@@ -83,9 +83,9 @@ def test_the_scan_lets_regular_expressions_be():
 # literals just before the query (file, name) -> why it is safe.
 CHECKED_NAMES = {
     ("admin.py", "column"): "recent_values() accepts only 'queue' or 'tenant_id'",
-    ("rollup.py", "group_by"): "totals() accepts only 'queue' or 'type'",
-    ("rollup.py", "table"): "prune() loops over a literal tuple of table names",
-    ("rollup.py", "column"): "prune() loops over a literal tuple of column names",
+    ("rollups.py", "group_by"): "minute_rows() accepts only 'queue' or 'type'",
+    ("rollups.py", "table"): "prune() loops over a literal tuple of table names",
+    ("rollups.py", "column"): "prune() loops over a literal tuple of column names",
 }
 _SQL = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE|LISTEN|NOTIFY|TRUNCATE)\b")
 _CONSTANT = re.compile(r"^(?:[a-z_]+\.)?_?[A-Z][A-Z0-9_]*(?:\.replace\([^()]*\))?$")

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ... import queries
 from ...exceptions import InvalidJobOption
+from ...sql import queues
 from ...validation import check_queue
 
 
@@ -47,13 +47,13 @@ class Command(BaseCommand):
         except InvalidJobOption as exc:
             raise CommandError(str(exc)) from None
         if action == "limit":
-            info = queries.set_queue_limit(name, _limit(opts["limit"]))
+            info = queues.set_queue_limit(name, _limit(opts["limit"]))
         else:
-            info = queries.set_queue_paused(name, action == "pause")
+            info = queues.set_queue_paused(name, action == "pause")
         self.stdout.write(f"queue {info.name}: {_describe(info)}")
 
     def _list(self) -> None:
-        rows = queries.queue_overview()
+        rows = queues.queue_overview()
         if not rows:
             self.stdout.write("no queue has controls or active jobs")
             return
@@ -66,7 +66,7 @@ class Command(BaseCommand):
                               f"{limit:>5}  {r.due:>8}  {r.scheduled:>8}  {r.running:>7}")
 
 
-def _describe(info: queries.QueueInfo) -> str:
+def _describe(info: queues.QueueInfo) -> str:
     state = "paused" if info.paused else "open"
     limit = ("no concurrency limit" if info.concurrency_limit is None
              else f"at most {info.concurrency_limit} running")

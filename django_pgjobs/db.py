@@ -1,0 +1,176 @@
+"""Cursors for the SQL modules: plain, prepared (server-side binding), pipelined, and the
+generic-plan switch of the worker's connection. The hot path: see docs/performance.md."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from django.db import connections
+from django.db.backends.postgresql.base import ServerBindingCursor
+from django.utils.asyncio import async_unsafe
+from psycopg.postgres import types as pg_types
+from psycopg.pq import Format
+
+from . import conf
+from .tables import JOB_TABLE
+
+
+def cursor(using: str | None):
+    """Django's own cursor on ``using`` (PGJOBS["DATABASE"] by default); a context manager."""
+    return connections[using or conf.get("DATABASE")].cursor()
+
+
+_TIMESTAMPTZ_OID = pg_types["timestamptz"].oid
+PIPELINE = psycopg.Pipeline.is_supported()  # libpq >= 14 (psycopg[binary] bundles one)
+
+
+class _PreparingCursor(ServerBindingCursor):
+    """Binds parameters on the server and prepares each statement once per connection.
+
+    Django turns psycopg's automatic preparation off (prepare_threshold None) and binds on the
+    client; for the statement every enqueue runs, parsing and planning it each time was ~15% of
+    a one-job transaction. psycopg keeps the prepared names per connection (a reconnect starts
+    afresh) and ``prepare=True`` asks for it, but only while a threshold is set.
+    """
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        conn = self.connection
+        threshold = conn.prepare_threshold
+        if threshold is None:
+            conn.prepare_threshold = 5
+        try:
+            return super().execute(query, params, prepare=True, **kwargs)
+        finally:
+            conn.prepare_threshold = threshold
+
+
+def prepares(conn: Any) -> bool:
+    """Whether the Django connection ``conn`` runs our statements prepared."""
+    setting = conf.get("PREPARED_STATEMENTS")
+    if setting == "auto":
+        return not conn.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    return bool(setting)
+
+
+def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
+    """One of the Django connection's _PreparingCursors, after the checks Django makes before
+    handing out a cursor (health check, connect, thread sharing). The cursors are kept open
+    across calls (``slot``: two statements pipelined need two); they hold nothing but the
+    last statement's rows."""
+    conn.close_if_health_check_failed()
+    if conn.connection is None:  # all that ensure_connection() does once connected
+        conn.ensure_connection()
+    conn.validate_thread_sharing()
+    pg = conn.connection
+    cursors = getattr(conn, "_pgjobs_prepared", None)
+    if cursors is None or cursors[0].connection is not pg:  # first use, or reconnected
+        with conn.wrap_database_errors:
+            cursors = (_PreparingCursor(pg), _PreparingCursor(pg))
+            client = conn.create_cursor()  # carries Django's time zone loader, if it set one
+            loader = client.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+            client.close()
+        if loader is not pg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT):
+            for cur in cursors:
+                cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
+        conn._pgjobs_prepared = cursors  # type: ignore[attr-defined]  # kept per connection
+    return cursors[slot]
+
+
+@async_unsafe
+def prepared_cursor(using: str | None, slot: int = 0) -> Any:
+    """A Django cursor wrapper (its checks, error wrapping, query logging and
+    execute_wrappers) around one of this connection's _PreparingCursors; Django's own cursor
+    when PGJOBS["PREPARED_STATEMENTS"] says no. Not a context manager: the cursor stays with
+    the connection."""
+    conn = connections[using or conf.get("DATABASE")]
+    if not prepares(conn):
+        return conn.cursor()
+    cur = _preparing_cursor(conn, slot)
+    return conn.make_debug_cursor(cur) if conn.queries_logged else conn.make_cursor(cur)
+
+
+@async_unsafe
+def fetchone_prepared(using: str | None, sql: str, params: Sequence[Any]) -> Any:
+    """Run one statement as prepared_cursor() would and return its first row. When nothing
+    watches the connection's queries (no DEBUG query log, no execute_wrappers), it skips
+    Django's cursor wrapper but makes the same two calls the wrapper would (broken-transaction
+    check, error translation): a quarter of a one-job enqueue's client CPU."""
+    conn = connections[using or conf.get("DATABASE")]
+    if not prepares(conn) or conn.queries_logged or conn.execute_wrappers:
+        cur = prepared_cursor(using, 0)
+        cur.execute(sql, params)
+        return cur.fetchone()
+    cur = _preparing_cursor(conn)
+    conn.validate_no_broken_transaction()
+    with conn.wrap_database_errors:
+        cur.execute(sql, params)
+        return cur.fetchone()
+
+
+# A generic plan is made from the table's statistics. From those of a (nearly) empty table it
+# scans the table whole (the claim sorts every pending job, the UPDATE searches its ids) and
+# keeps doing so as the table grows, until the statistics change: with autovacuum off, for the
+# connection's life. Generic plans only once the statistics describe this many rows (measured:
+# claim and finalize walk the indexes from ~2,000 rows; at 1,000 the finalize still scans);
+# until then custom plans, made with the table's real size.
+GENERIC_PLANS_MIN_ROWS = 10_000
+GENERIC_PLANS_RECHECK = 10.0  # seconds between two looks at the statistics, until then
+
+
+def use_generic_plans(using: str | None = None) -> None:
+    """Plan the worker's prepared statements once per connection (plan_cache_mode
+    force_generic_plan). PostgreSQL would otherwise re-plan the claim at every execution:
+    a generic plan's estimate (it cannot know the LIMIT) never looks cheaper than a custom one,
+    though both walk the same indexes (the statements are written so that they do: see
+    queries._CLAIMED and queries._FINALIZE; tests/integration/test_guards.py checks the generic
+    plans). Planning and parsing were ~18% of the backend's time per job. Only for the worker's
+    own connection, and only once the table's statistics describe GENERIC_PLANS_MIN_ROWS rows
+    (see above)."""
+    alias = using or conf.get("DATABASE")
+    conn = connections[alias]
+    if not prepares(conn):
+        return
+    conn.ensure_connection()
+    pg = conn.connection  # the flags live with it: a new connection decides again
+    if getattr(pg, "_pgjobs_generic_plans", False):
+        return
+    now = time.monotonic()
+    if now < getattr(pg, "_pgjobs_generic_recheck", 0.0):
+        return
+    pg._pgjobs_generic_recheck = now + GENERIC_PLANS_RECHECK
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT reltuples >= %s FROM pg_class WHERE oid = '{JOB_TABLE}'::regclass",
+            [GENERIC_PLANS_MIN_ROWS])
+        if not cur.fetchone()[0]:
+            return
+        cur.execute("SET plan_cache_mode = force_generic_plan")
+    pg._pgjobs_generic_plans = True
+
+
+def server_side_binding(using: str | None) -> bool:
+    """DATABASES[...]["OPTIONS"]["server_side_binding"]: Django's psycopg option."""
+    options = connections[using or conf.get("DATABASE")].settings_dict.get("OPTIONS") or {}
+    return bool(options.get("server_side_binding"))
+
+
+def analyze_if_never_analyzed(table: str = JOB_TABLE, using: str | None = None) -> bool:
+    """ANALYZE a table PostgreSQL has no statistics for yet (reltuples = -1).
+
+    Right after ``migrate``, before autovacuum's first pass, the planner has no statistics and
+    plans the claim as a bitmap scan plus a sort of every pending job (~17 ms per claim at
+    20,000 pending instead of ~0.6 ms). Workers call this once at start; it costs nothing once
+    the table has statistics. Returns True when it ran ANALYZE.
+    """
+    if not table.replace("_", "").isalnum() or not table.isascii():
+        raise ValueError(f"not a plain table name: {table!r}")
+    with cursor(using) as cur:
+        cur.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
+        row = cur.fetchone()
+        if row is None or row[0] >= 0:
+            return False
+        cur.execute(f'ANALYZE "{table}"')  # a constant name; a non-owner gets a WARNING, no error
+    return True
