@@ -137,3 +137,6 @@ def transactional_write(job):
     if job.config.get("raise"):
         raise ValueError("rolled back with the job")
     return {"wrote": 1}
+
+
+from . import outcome_jobs  # noqa: E402,F401 - registers the test.outcome.* handlers
