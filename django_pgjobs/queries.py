@@ -32,6 +32,7 @@ from . import conf, db
 from .status import (
     ACTIVE_SQL,
     CANCELLED_SQL,
+    FAILED_SQL,
     PENDING_SQL,
     RETRYABLE_SQL,
     RUNNING_SQL,
@@ -156,7 +157,7 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
 # slower at 20,000 pending); tests/integration/test_guards.py checks the plan.
 _CLAIMED = f"""
 UPDATE {T} j
-SET status = 'RUNNING',
+SET status = {RUNNING_SQL},
     attempts = j.attempts + 1,
     locked_by = %(worker)s,
     lease_token = gen_random_uuid(),
@@ -172,7 +173,7 @@ RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_a
 _CLAIM = f"""
 WITH picked AS MATERIALIZED (
     SELECT id FROM {T}
-    WHERE status = 'PENDING' AND run_after <= now()
+    WHERE status = {PENDING_SQL} AND run_after <= now()
       AND type = ANY(%(types)s::text[])
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
       AND queue NOT IN (SELECT name FROM {QUEUE_TABLE}
@@ -188,7 +189,7 @@ WITH picked AS MATERIALIZED (
 # so that every tenant gets its turn), takes the head of each tenant's line, then orders
 # by rank within the tenant: first job of every tenant, then the second, ... Jobs without a
 # tenant form one more line. Still one statement, still SKIP LOCKED.
-_FAIR_FILTER = f"""status = 'PENDING' AND run_after <= now()
+_FAIR_FILTER = f"""status = {PENDING_SQL} AND run_after <= now()
       AND type = ANY(%(types)s::text[])
       AND (%(all_queues)s OR queue = ANY(%(queues)s::text[]))
       AND queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused OR concurrency_limit IS NOT NULL)
@@ -221,7 +222,7 @@ WITH RECURSIVE tenants AS (
           ORDER BY priority DESC, run_after, id LIMIT %(limit)s) n
 ), picked AS MATERIALIZED (
     SELECT j.id FROM heads h JOIN {T} j ON j.id = h.id
-    WHERE j.status = 'PENDING'
+    WHERE j.status = {PENDING_SQL}
     ORDER BY h.rank, h.tenant_id NULLS LAST
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED
@@ -234,12 +235,12 @@ WITH RECURSIVE tenants AS (
 _CLAIM_LIMITED = f"""
 WITH cap AS (
     SELECT GREATEST(0, LEAST(%(limit)s, q.concurrency_limit - (
-        SELECT count(*) FROM {T} r WHERE r.status = 'RUNNING' AND r.queue = q.name))) AS n
+        SELECT count(*) FROM {T} r WHERE r.status = {RUNNING_SQL} AND r.queue = q.name))) AS n
     FROM {QUEUE_TABLE} q
     WHERE q.name = %(queue)s AND NOT q.paused AND q.concurrency_limit IS NOT NULL
 ), picked AS MATERIALIZED (
     SELECT id FROM {T}
-    WHERE status = 'PENDING' AND run_after <= now() AND queue = %(queue)s
+    WHERE status = {PENDING_SQL} AND run_after <= now() AND queue = %(queue)s
       AND type = ANY(%(types)s::text[])
     ORDER BY priority DESC, run_after, id
     LIMIT COALESCE((SELECT n FROM cap), 0)
@@ -400,12 +401,12 @@ SET status = v.status,
     result = CASE WHEN v.result IS NULL THEN j.result ELSE j.result || v.result END,
     error = v.error,
     duration_ms = v.duration_ms,
-    finished_at = CASE WHEN v.status = 'PENDING' THEN NULL
+    finished_at = CASE WHEN v.status = {PENDING_SQL} THEN NULL
                        ELSE j.started_at + v.duration_ms * interval '1 millisecond' END,
-    run_after = CASE WHEN v.status = 'PENDING'
+    run_after = CASE WHEN v.status = {PENDING_SQL}
                      THEN COALESCE(v.run_at, now() + v.delay * interval '1 second')
                      ELSE j.run_after END,
-    history = CASE WHEN v.status = 'PENDING' OR v.status = 'FAILED'
+    history = CASE WHEN v.status = {PENDING_SQL} OR v.status = {FAILED_SQL}
                    THEN {_history_entry("COALESCE(v.note, v.status)", "left(v.error, 2000)",
                                         "v.duration_ms")}
                    ELSE j.history END,
@@ -532,7 +533,7 @@ def heartbeat(
 
 _RELEASE = f"""
 UPDATE {T} j
-SET status = 'PENDING',
+SET status = {PENDING_SQL},
     attempts = j.attempts - CASE WHEN %s THEN 1 ELSE 0 END,
     run_after = now(),
     started_at = NULL,
@@ -566,7 +567,7 @@ def release(
 
 _EXPIRED = f"""
 SELECT id, type, attempts, max_attempts FROM {T}
-WHERE status = 'RUNNING' AND lease_expires_at < COALESCE(%(now)s, now())
+WHERE status = {RUNNING_SQL} AND lease_expires_at < COALESCE(%(now)s, now())
 ORDER BY lease_expires_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
@@ -578,15 +579,15 @@ SET status = v.status,
     error = 'lease expired: worker ' || COALESCE(j.locked_by, '?')
             || ' stopped renewing it (crashed, killed or stalled) during attempt '
             || j.attempts || '/' || j.max_attempts,
-    finished_at = CASE WHEN v.status = 'FAILED' THEN now() END,
-    run_after = CASE WHEN v.status = 'FAILED' THEN j.run_after
+    finished_at = CASE WHEN v.status = {FAILED_SQL} THEN now() END,
+    run_after = CASE WHEN v.status = {FAILED_SQL} THEN j.run_after
                 ELSE now() + v.delay * interval '1 second' END,
     history = {_history_entry("'lease_expired'", "'lease expired'")},
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
 FROM unnest(%(ids)s::bigint[], %(statuses)s::text[], %(delays)s::float8[]) AS v(id, status, delay)
-WHERE j.id = v.id AND j.status = 'RUNNING' AND j.lease_expires_at < COALESCE(%(now)s, now())
+WHERE j.id = v.id AND j.status = {RUNNING_SQL} AND j.lease_expires_at < COALESCE(%(now)s, now())
 RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts
 """
 

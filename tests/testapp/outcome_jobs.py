@@ -67,7 +67,7 @@ def reap_fixed(job):
     return None
 
 
-@handler("test.outcome.reap_base", backoff_base=100, max_attempts=5)
+@handler("test.outcome.reap_base", backoff_base=100, backoff_max=1000, max_attempts=5)
 def reap_base(job):
     return None
 

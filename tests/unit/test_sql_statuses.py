@@ -20,9 +20,7 @@ _QUOTED = re.compile(r"'([A-Z][A-Z0-9_]*)'")  # 'PENDING'
 _ARRAY = re.compile(r"'\{([A-Z][A-Z0-9_,]*)\}'")  # '{PENDING,RUNNING}'::text[]
 
 # Lease-fenced statements of queries.py that keep their literals until their rewrite lands.
-HAND_TYPED_OK = {("queries.py", name) for name in (
-    "_CLAIMED", "_CLAIM", "_FAIR_FILTER", "_CLAIM_FAIR", "_CLAIM_LIMITED", "_FINALIZE",
-    "_HEARTBEAT", "_RELEASE", "_REAP")}
+HAND_TYPED_OK: set[tuple[str, str]] = set()  # (module, constant) allowed to type statuses
 
 
 def sql_strings(source: str) -> list[tuple[int, str | None, str]]:
