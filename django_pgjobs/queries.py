@@ -379,6 +379,12 @@ def _history_entry(outcome: str, error: str, duration_ms: str | None = None) -> 
             f"'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at, "
             f"{duration}'error', {error}, 'outcome', {outcome}))")
 
+
+_HISTORY_FINISHED = _history_entry("COALESCE(v.note, v.status)", "left(v.error, 2000)",
+                                   "v.duration_ms")
+_HISTORY_RELEASED = _history_entry("'released'", "%s::text")
+_HISTORY_REAPED = _history_entry("'lease_expired'", "'lease expired'")
+
 # --- finalize ----------------------------------------------------------------------------------
 
 # Plan safety (all three lease-fenced writes below). The fence is the lease token: the CHECK
@@ -407,8 +413,7 @@ SET status = v.status,
                      THEN COALESCE(v.run_at, now() + v.delay * interval '1 second')
                      ELSE j.run_after END,
     history = CASE WHEN v.status = {PENDING_SQL} OR v.status = {FAILED_SQL}
-                   THEN {_history_entry("COALESCE(v.note, v.status)", "left(v.error, 2000)",
-                                        "v.duration_ms")}
+                   THEN {_HISTORY_FINISHED}
                    ELSE j.history END,
     lease_token = NULL,
     lease_expires_at = NULL,
@@ -537,7 +542,7 @@ SET status = {PENDING_SQL},
     attempts = j.attempts - CASE WHEN %s THEN 1 ELSE 0 END,
     run_after = now(),
     started_at = NULL,
-    history = {_history_entry("'released'", "%s::text")},
+    history = {_HISTORY_RELEASED},
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
@@ -582,7 +587,7 @@ SET status = v.status,
     finished_at = CASE WHEN v.status = {FAILED_SQL} THEN now() END,
     run_after = CASE WHEN v.status = {FAILED_SQL} THEN j.run_after
                 ELSE now() + v.delay * interval '1 second' END,
-    history = {_history_entry("'lease_expired'", "'lease expired'")},
+    history = {_HISTORY_REAPED},
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()

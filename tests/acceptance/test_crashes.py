@@ -8,8 +8,9 @@ from datetime import datetime
 
 import pytest
 
-from django_pgjobs import JobStatus, enqueue, enqueue_many, queries
+from django_pgjobs import JobStatus, enqueue, enqueue_many
 from django_pgjobs.models import Job
+from django_pgjobs.worker.maintenance import Reaper
 from tests.conftest import eventually, sql, sql_one
 from tests.testapp.models import Execution
 
@@ -77,7 +78,7 @@ def test_start_stop_storm_leaves_no_orphan_and_no_connection(start_worker, invar
                message="every pgjobs connection closed after its worker exited")
 
     def no_orphan():
-        queries.reap()  # what any live worker's reaper does
+        Reaper("default").run_once()  # what any live worker's reaper does
         return not Job.objects.filter(status=JobStatus.RUNNING).exists()
 
     eventually(no_orphan, timeout=LEASE + 10, interval=0.2, message="no RUNNING orphan")
