@@ -31,8 +31,8 @@ class _PreparingCursor(ServerBindingCursor):
     """Binds parameters on the server and prepares each statement once per connection.
 
     Django turns psycopg's automatic preparation off (prepare_threshold None) and binds on the
-    client; for the statement every enqueue runs, parsing and planning it each time was ~15% of
-    a one-job transaction. psycopg keeps the prepared names per connection (a reconnect starts
+    client, so the statement every enqueue runs would be parsed and planned each time. psycopg
+    keeps the prepared names per connection (a reconnect starts
     afresh) and ``prepare=True`` asks for it, but only while a threshold is set.
     """
 
@@ -113,9 +113,9 @@ def fetchone_prepared(using: str | None, sql: str, params: Sequence[Any]) -> Any
 # A generic plan is made from the table's statistics. From those of a (nearly) empty table it
 # scans the table whole (the claim sorts every pending job, the UPDATE searches its ids) and
 # keeps doing so as the table grows, until the statistics change: with autovacuum off, for the
-# connection's life. Generic plans only once the statistics describe this many rows (measured:
-# claim and finalize walk the indexes from ~2,000 rows; at 1,000 the finalize still scans);
-# until then custom plans, made with the table's real size.
+# connection's life. Generic plans only once the statistics describe this many rows (well past
+# where claim and finalize start walking the indexes; docs/performance.md); until then custom
+# plans, made with the table's real size.
 GENERIC_PLANS_MIN_ROWS = 10_000
 GENERIC_PLANS_RECHECK = 10.0  # seconds between two looks at the statistics, until then
 
@@ -126,8 +126,7 @@ def use_generic_plans(using: str | None = None) -> None:
     a generic plan's estimate (it cannot know the LIMIT) never looks cheaper than a custom one,
     though both walk the same indexes (the statements are written so that they do: see
     queries._CLAIMED and queries._FINALIZE; tests/integration/test_guards.py checks the generic
-    plans). Planning and parsing were ~18% of the backend's time per job. Only for the worker's
-    own connection, and only once the table's statistics describe GENERIC_PLANS_MIN_ROWS rows
+    plans). Only for the worker's own connection, and only once the table's statistics describe GENERIC_PLANS_MIN_ROWS rows
     (see above)."""
     alias = using or conf.get("DATABASE")
     conn = connections[alias]
@@ -161,8 +160,7 @@ def analyze_if_never_analyzed(table: str = JOB_TABLE, using: str | None = None) 
     """ANALYZE a table PostgreSQL has no statistics for yet (reltuples = -1).
 
     Right after ``migrate``, before autovacuum's first pass, the planner has no statistics and
-    plans the claim as a bitmap scan plus a sort of every pending job (~17 ms per claim at
-    20,000 pending instead of ~0.6 ms). Workers call this once at start; it costs nothing once
+    plans the claim as a bitmap scan plus a sort of every pending job. Workers call this once at start; it costs nothing once
     the table has statistics. Returns True when it ran ANALYZE.
     """
     if not table.replace("_", "").isalnum() or not table.isascii():

@@ -51,8 +51,8 @@ _INSERT_COLUMNS = (
 )
 _RETURN_COLUMNS = "id, run_after, created_at"  # updated_at = created_at (both statement_timestamp())
 
-# The NOTIFY rides in RETURNING (10% faster than a CTE around the INSERT): one per inserted
-# row, none when ON CONFLICT skipped it; delivered on commit.
+# The NOTIFY rides in RETURNING (cheaper than a CTE around the INSERT): one per inserted row,
+# none when ON CONFLICT skipped it; delivered on commit.
 _INSERT_ONE = f"""
 INSERT INTO {T} ({_INSERT_COLUMNS})
 VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
@@ -151,10 +151,9 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
 # and claim more than n rows (PostgreSQL bug #15715).
 # Queues that are paused or have a concurrency limit (rows of pgjobs_queue) are left to
 # claim_limited(); the test reads the table in the same statement, so a pause is never missed.
-# It is written `NOT IN (SELECT …)` on purpose: a hashed subplan keeps the planner's row
-# estimate, so it walks the claim index and stops after LIMIT rows. `<> ALL(ARRAY(SELECT …))`
-# made it estimate one row and pick a sequential scan plus a sort of every pending job (10x
-# slower at 20,000 pending); tests/integration/test_guards.py checks the plan.
+# `NOT IN (SELECT …)` on purpose: a hashed subplan keeps the row estimate, so the claim walks
+# its index and stops after LIMIT rows (`<> ALL(ARRAY(…))` led to a scan and sort of every
+# pending job; docs/performance.md). tests/integration/test_guards.py checks the plan.
 _CLAIMED = f"""
 UPDATE {T} j
 SET status = {RUNNING_SQL},
@@ -278,7 +277,7 @@ def _rows(cur) -> list[ClaimedRow]:
 
 
 # The C scanner json.loads() ends in, without its Python layers (whitespace checks, error
-# wrapping): 1.1 -> 0.3 µs per config, 4% of a worker's CPU per no-op job.
+# wrapping): a claimed config is decoded on the worker's hot path.
 _SCAN_JSON = json.JSONDecoder().scan_once
 
 
@@ -387,14 +386,11 @@ _HISTORY_REAPED = _history_entry("'lease_expired'", "'lease expired'")
 
 # --- finalize ----------------------------------------------------------------------------------
 
-# Plan safety (all three lease-fenced writes below). The fence is the lease token: the CHECK
-# constraint pgjobs_job_lease_iff_running makes a non-NULL token mean RUNNING, so the statements
-# do not repeat `status = 'RUNNING'`. Written out, it let the planner pick the partial lease
-# index whenever its statistics said few jobs run (an ANALYZE taken right after a burst of
-# enqueues): a hash join over every entry of that index, dead ones included, per batch, a cost
-# that grows with the drain until VACUUM (seen in EXPLAIN). The LIMIT tells the planner how many completions there are
-# (a set-returning function is otherwise guessed at 100 rows), so the join stays a nested loop
-# over the primary key (tests/integration/test_guards.py checks the plans).
+# Plan safety (the lease-fenced writes below). The fence is the lease token: the CHECK
+# pgjobs_job_lease_iff_running makes a non-NULL token mean RUNNING, so the statements do not
+# repeat the status test, which could steer the planner to the partial lease index (a hash join
+# over its dead entries; docs/performance.md). The LIMIT tells the planner how many completions
+# there are, so the join stays a nested loop over the primary key (test_guards.py checks it).
 _FINALIZE = f"""
 WITH v AS (
     SELECT * FROM jsonb_to_recordset(%(completions)s::jsonb) AS v(

@@ -1,9 +1,8 @@
 """runjobs' console: the handler ``manage.py runjobs`` installs when the project has not
 configured logging, and a direct path for the per-job success lines.
 
-Through ``logging``, a success line costs ~8-10 µs (the ``LogRecord``, the handler's lock, the
-format, one ``write`` and ``flush`` per line): over a quarter of the worker's CPU per no-op
-job. When those records would reach this handler alone, unfiltered, the worker hands it a
+Through ``logging``, a success line costs a ``LogRecord``, the handler's lock, the format, one
+``write`` and ``flush`` per line: much of a short job's cost. When those records would reach this handler alone, unfiltered, the worker hands it a
 batch's messages instead; it writes them in the same format, a few at a time. Anything else a
 project sets up (a handler, a filter, a Logger class, a record factory) takes the usual path.
 """

@@ -67,7 +67,7 @@ def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, s
 
 # Threads that ever opened a Django connection (connection_created): only those can have one
 # a handler left broken or inside a transaction. Asking Django (connections.all(), through
-# asgiref's Local) costs a few microseconds per run; most job types never touch the database.
+# asgiref's Local) at every run costs more than most jobs that never touch the database.
 _thread = threading.local()
 
 

@@ -1,8 +1,7 @@
 """How claimed jobs reach the executor threads.
 
-Waking a thread costs more than a short job: on a 2-core VM, a handoff per job cost ~3.5 thread
-switches and ~40 µs of system time per job, more than the handler of a no-op job and as much as
-the rest of the worker's Python. So a batch wakes ONE idle thread, which runs the batch's jobs
+Waking a thread costs more than a short job (docs/performance.md has the figures). So a batch
+wakes ONE idle thread, which runs the batch's jobs
 one after another while they are short; other idle threads are woken
 
 - as soon as a job starts whose type usually runs longer than ``short`` (or has not run here
@@ -10,9 +9,7 @@ one after another while they are short; other idle threads are woken
 - by ``spread()``, which the worker's main loop calls while it waits: one more thread each time
   the queue has not moved for ``grace`` seconds (a short type that ran long this time; the
   thread that took it is stuck in it). A queue that moves is left to its thread: on a busy
-  machine, waking more threads would only add switches (tried: waking every idle thread
-  when the first queued job had waited ``grace`` raised the worker's CPU per job from ~50 to
-  ~75 µs with two workers on two cores).
+  machine, waking more threads would only add switches.
 
 So the jobs behind a stuck one get a thread within ``grace`` (plus the main loop's wake-up),
 and a drain of short jobs costs no thread switch per job.
