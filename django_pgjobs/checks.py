@@ -2,76 +2,56 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from django.core import checks
 
 from . import conf
 
-_POSITIVE = ("LEASE_SECONDS", "REAP_INTERVAL", "POLL_INTERVAL", "BACKOFF_BASE", "BACKOFF_MAX",
-             "MAX_CONFIG_BYTES", "MAX_RESULT_BYTES", "MAX_ERROR_CHARS", "MAX_CONFIG_DEPTH")
-_INT_AT_LEAST = {"MAX_ATTEMPTS": 1, "CONCURRENCY": 1, "BATCH_SIZE": 1, "PREFETCH": 0}
+# Keys accepted but read by nothing: reserved since the first release, so no error (E002).
+_RESERVED = {"QUEUES"}
+
+
+def _table_checks(series: str) -> list[checks.CheckMessage]:
+    """The errors and warnings of conf.SETTINGS' rules whose check id starts with `series`."""
+    s, found = conf.get_settings(), []
+    for entry in conf.SETTINGS:
+        if not entry.check.startswith(series) or isinstance(entry.rule, conf.Special):
+            continue
+        value, where = s[entry.name], f"PGJOBS[{entry.name!r}]"
+        if not entry.rule.accepts(value):
+            hint = entry.hint or f"the default is {entry.default!r}"
+            found.append(checks.Error(f"{where} must be {entry.rule.what}, got {value!r}",
+                                      hint=hint, id=entry.check))
+        elif entry.warn and (message := entry.warn.message(where, value)):
+            found.append(checks.Warning(message, id=entry.warn.check))
+    return found
 
 
 @checks.register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """PGJOBS itself (E001, E002), the rules of conf.SETTINGS (E0xx, W0xx), the engine (E007)."""
     from django.conf import settings
+    from django.db import connections
 
-    errors: list[checks.CheckMessage] = []
     user = getattr(settings, "PGJOBS", {})
     if not isinstance(user, dict):
         return [checks.Error("PGJOBS must be a dict", hint="PGJOBS = {'MAX_ATTEMPTS': 5, …}",
                              id="pgjobs.E001")]
-    unknown = sorted(set(user) - set(conf.DEFAULTS) - {"SCHEDULES", "RETENTION", "QUEUES"})
+    errors: list[checks.CheckMessage] = []
+    unknown = sorted(set(user) - set(conf.DEFAULTS) - _RESERVED)
     if unknown:
         errors.append(checks.Error(
             f"unknown PGJOBS keys: {', '.join(unknown)}",
             hint=f"known keys: {', '.join(sorted(conf.DEFAULTS))}", id="pgjobs.E002"))
-    s = conf.get_settings()
-    for key in _POSITIVE:
-        v = s[key]
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < math.inf:
-            errors.append(checks.Error(f"PGJOBS['{key}'] must be a finite number > 0, got {v!r}",
-                                       id="pgjobs.E003"))
-    for key, low in _INT_AT_LEAST.items():
-        v = s[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            errors.append(checks.Error(f"PGJOBS['{key}'] must be an integer >= {low}, got {v!r}",
-                                       id="pgjobs.E004"))
-    t = s["TIMEOUT"]
-    if t is not None and (not isinstance(t, int | float) or not 0 < t < math.inf):
-        errors.append(checks.Error("PGJOBS['TIMEOUT'] must be None or seconds > 0",
-                                   id="pgjobs.E005"))
-    from django.db import connections
-
-    alias = s["DATABASE"]
-    if alias not in connections.settings:
-        errors.append(checks.Error(f"PGJOBS['DATABASE'] = {alias!r} is not in DATABASES",
-                                   id="pgjobs.E006"))
-    elif connections.settings[alias]["ENGINE"] != "django.db.backends.postgresql":
-        errors.append(checks.Error(
-            f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses "
-            f"{connections.settings[alias]['ENGINE']}", id="pgjobs.E007"))
-    j = s["BACKOFF_JITTER"]
-    if isinstance(j, bool) or not isinstance(j, int | float) or not 0 <= j < 1:
-        errors.append(checks.Error("PGJOBS['BACKOFF_JITTER'] must be in [0, 1)", id="pgjobs.E008"))
-    channel = s["NOTIFY_CHANNEL"]
-    if (not isinstance(channel, str) or "\x00" in channel
-            or not 0 < len(channel.encode("utf-8", "surrogatepass")) <= 63):
-        errors.append(checks.Error(
-            f"PGJOBS['NOTIFY_CHANNEL'] must be a name of 1-63 bytes, got {channel!r}",
-            hint="PostgreSQL's pg_notify() refuses longer names: every enqueue would fail",
-            id="pgjobs.E009"))
-    if s["PREPARED_STATEMENTS"] not in ("auto", True, False):
-        errors.append(checks.Error(
-            f"PGJOBS['PREPARED_STATEMENTS'] must be 'auto', True or False, got "
-            f"{s['PREPARED_STATEMENTS']!r}", id="pgjobs.E010"))
-    if isinstance(s["LEASE_SECONDS"], int | float) and isinstance(s["POLL_INTERVAL"], int | float):
-        if s["LEASE_SECONDS"] < 3:
-            errors.append(checks.Warning(
-                "PGJOBS['LEASE_SECONDS'] under 3 s: a busy worker may lose leases between "
-                "heartbeats (every LEASE_SECONDS/3)", id="pgjobs.W001"))
+    errors += _table_checks("pgjobs.E0")
+    alias = conf.get("DATABASE")
+    if conf.BY_NAME["DATABASE"].rule.accepts(alias):  # else E006 above
+        engine = connections.settings[alias]["ENGINE"]
+        if engine != "django.db.backends.postgresql":
+            errors.append(checks.Error(
+                f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses {engine}",
+                id="pgjobs.E007"))
     return errors
 
 
@@ -111,10 +91,5 @@ def check_schedules_and_retention(app_configs: Any = None, **kwargs: Any
             message, hint="PGJOBS['RETENTION'] = {'COMPLETED': 7, 'COMPLETED_WITH_ERRORS': 30, "
             "'FAILED': 30, 'CANCELLED': 7, 'SCHEDULE_FIRES': 30} (days; None keeps forever)",
             id="pgjobs.E108"))
-    s = conf.get_settings()
-    for key in ("SCHEDULER_INTERVAL", "PRUNE_INTERVAL"):
-        v = s[key]
-        if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-            errors.append(checks.Error(f"PGJOBS['{key}'] must be a number of seconds > 0, "
-                                       f"got {v!r}", id="pgjobs.E109"))
+    errors += _table_checks("pgjobs.E1")  # SCHEDULER_INTERVAL, PRUNE_INTERVAL (E109)
     return errors

@@ -1,75 +1,301 @@
-"""The PGJOBS setting: one dict merged over defaults, read lazily, refreshed on setting_changed."""
+"""The PGJOBS setting: one dict merged over defaults, read lazily, refreshed on setting_changed.
+
+SETTINGS below is the one statement of every key: its default, what a value must be (its rule),
+the system check that refuses it, its line in docs/settings.md, the WorkerOptions field it
+defaults and its runjobs flag. DEFAULTS, the checks of checks.py, WorkerOptions.from_settings,
+runjobs' flags and the docs' table are derived from it (regenerate the table with
+``.venv/bin/python scripts/settings_doc.py``).
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-DEFAULTS: dict[str, Any] = {
-    # Database alias holding the jobs table.
-    "DATABASE": "default",
-    # Queue used when neither enqueue() nor the handler names one.
-    "DEFAULT_QUEUE": "default",
-    # Retry policy defaults (a handler may override each one).
-    "MAX_ATTEMPTS": 5,
-    "BACKOFF_BASE": 5.0,  # seconds before the 2nd attempt; doubles each time
-    "BACKOFF_MAX": 3600.0,  # cap, seconds
-    "BACKOFF_JITTER": 0.1,  # +/- fraction of the delay
-    # Per-handler wall-clock limit in seconds (None: no limit).
-    "TIMEOUT": None,
-    # Lease: a RUNNING job is owned for this long; the heartbeat renews it every LEASE/3.
-    "LEASE_SECONDS": 30.0,
-    # How often each worker looks for expired leases.
-    "REAP_INTERVAL": 10.0,
-    # Worker defaults (runjobs flags override them).
-    "CONCURRENCY": 10,
-    "BATCH_SIZE": 200,
-    # Jobs a worker may hold, beyond one per thread, while every job it holds is of a type that
-    # usually runs in under a millisecond: a claim then refills a queue the threads drain without
-    # waiting for the next round trip. 0: never more claimed jobs than threads.
-    "PREFETCH": 200,
-    "POLL_INTERVAL": 1.0,
-    "SHUTDOWN_TIMEOUT": 30.0,
-    # Interleave tenants in each claim (round-robin over tenant_id), so that one tenant's
-    # backlog cannot starve the others. Off by default: plain priority/FIFO order is cheaper.
-    "FAIR_SHARE": False,
-    # Days the dashboard's per-minute rollup and queue-depth samples are kept.
-    "ROLLUP_RETENTION_DAYS": 30,
-    # Bad-input limits, checked at enqueue.
-    "MAX_CONFIG_BYTES": 1024 * 1024,
-    "MAX_CONFIG_DEPTH": 64,
-    # Truncation of what a handler produces.
-    "MAX_RESULT_BYTES": 1024 * 1024,
-    "MAX_ERROR_CHARS": 16 * 1024,
-    # Modules imported in every installed app to find @handler and Django @task definitions.
-    "AUTODISCOVER_MODULES": ["jobs", "tasks"],
-    # Prepare enqueue's INSERT and the worker's finalize and claim on the server, once per
-    # connection (psycopg's protocol-level prepared statements, whatever Django's
-    # prepare_threshold; the worker also plans them once): "auto" does so unless the
-    # database sets DISABLE_SERVER_SIDE_CURSORS, Django's sign of a transaction-mode pooler.
-    # Set False behind a pooler that cannot hold prepared statements (PgBouncer < 1.21 in
-    # transaction mode), True to force it.
-    "PREPARED_STATEMENTS": "auto",
-    # LISTEN/NOTIFY channel used for wakeups.
-    "NOTIFY_CHANNEL": "pgjobs",
-    # Keys whose values are hidden wherever django-pgjobs shows a config (case-insensitive,
-    # substring match).
-    "REDACT_KEYS": ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
-    # --- cron schedules and retention (scheduler.py, retention.py) ---
-    # {name: {"type", "cron", "timezone", "config", "queue", "priority", "catch_up",
-    #  "catch_up_window"}}; see scheduler.py.
-    "SCHEDULES": {},
-    # Seconds between two scheduler passes of a worker (each pass is a couple of queries).
-    "SCHEDULER_INTERVAL": 5.0,
-    # Days a finished job is kept, per status (None: forever), merged over retention.DEFAULTS.
-    "RETENTION": {},
-    # Seconds between two pruning passes of a worker.
-    "PRUNE_INTERVAL": 300.0,
-}
+from .validation import QUEUE_NAME_PATTERN
+
+# Longest duration a seconds setting or flag takes (~115 days, runjobs' flags' old cap): far
+# below where a thread's wait overflows (threading.TIMEOUT_MAX), longer than anything useful.
+MAX_SECONDS = 1e7
+
+
+def _num(x: float) -> str:
+    """1e7 -> '1e7', 3.0 -> '3': bounds as the messages show them."""
+    return f"{x:g}".replace("e+0", "e").replace("e+", "e")
+
+
+def _one_of(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+# --- rules: what a value must be; accepts(value) and what (the messages' wording) --------------
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite int or float, never a bool, between low and high; None too if `none`."""
+
+    low: float = 0
+    high: float = math.inf
+    low_inclusive: bool = False
+    high_inclusive: bool = True
+    unit: str = ""  # "seconds", "days": the noun of the messages
+    none: bool = False  # None accepted (TIMEOUT: no limit)
+    parse: ClassVar[Callable[[str], Any]] = float  # how a runjobs flag reads it
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.none
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        above = value >= self.low if self.low_inclusive else value > self.low
+        below = value <= self.high if self.high_inclusive else value < self.high
+        finite = not isinstance(value, float) or math.isfinite(value)  # ints are finite
+        return above and below and finite  # NaN fails the comparisons too
+
+    @property
+    def what(self) -> str:
+        noun = "a number" if self.high < math.inf else "a finite number"
+        text = f"{noun} of {self.unit}" if self.unit else noun
+        text += f" {'>=' if self.low_inclusive else '>'} {_num(self.low)}"
+        if self.high < math.inf:
+            text += f" and {'<=' if self.high_inclusive else '<'} {_num(self.high)}"
+        return f"None or {text}" if self.none else text
+
+
+@dataclass(frozen=True)
+class Int:
+    """An int (never a bool) >= low."""
+
+    low: int
+    parse: ClassVar[Callable[[str], Any]] = int
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= self.low
+
+    @property
+    def what(self) -> str:
+        return f"an integer >= {self.low}"
+
+
+@dataclass(frozen=True)
+class Bool:
+    """True or False themselves: a string such as "false" would otherwise be truthy."""
+
+    what: ClassVar[str] = "True or False"
+
+    def accepts(self, value: Any) -> bool:
+        return value is True or value is False
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of the choices, of the same type too (1 == True, yet 1 is no choice of True)."""
+
+    choices: tuple[Any, ...]
+
+    def accepts(self, value: Any) -> bool:
+        return any(value == c and type(value) is type(c) for c in self.choices)
+
+    @property
+    def what(self) -> str:
+        return _one_of([repr(c) for c in self.choices])
+
+
+@dataclass(frozen=True)
+class Strings:
+    """A list or tuple of strings."""
+
+    what: ClassVar[str] = "a list of strings"
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A key of settings.DATABASES."""
+
+    what: ClassVar[str] = "an alias in DATABASES"
+
+    def accepts(self, value: Any) -> bool:
+        from django.db import connections
+
+        return isinstance(value, str) and value in connections.settings
+
+
+@dataclass(frozen=True)
+class Custom:
+    """Whatever test(value) accepts, described by `what`."""
+
+    test: Callable[[Any], bool]
+    what: str
+
+    def accepts(self, value: Any) -> bool:
+        return self.test(value)
+
+
+@dataclass(frozen=True)
+class Special:
+    """Checked by `function`, a registered check of checks.py, not by a rule."""
+
+    what: str
+    function: str
+
+    def accepts(self, value: Any) -> bool:
+        return True
+
+
+Rule = Number | Int | Bool | OneOf | Strings | Alias | Custom | Special
+
+
+def _channel_name(value: Any) -> bool:
+    # pg_notify() refuses names over 63 bytes; a NUL cannot travel in a query.
+    return (isinstance(value, str) and "\x00" not in value
+            and 0 < len(value.encode("utf-8", "surrogatepass")) <= 63)
+
+
+def _queue_name(value: Any) -> bool:
+    return isinstance(value, str) and re.match(QUEUE_NAME_PATTERN, value) is not None
+
+
+SECONDS = Number(unit="seconds", high=MAX_SECONDS)
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flag:
+    """runjobs' flag overriding a setting for one worker; its dest is the setting's option."""
+
+    name: str
+    help: str
+
+
+@dataclass(frozen=True)
+class Warn:
+    """An accepted value below `below` is worth a warning, `check`, for the setting and its flag."""
+
+    below: float
+    check: str
+    text: str
+
+    def message(self, subject: str, value: Any) -> str | None:
+        return f"{subject} {self.text}" if value is not None and value < self.below else None
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    rule: Rule
+    check: str  # id of the error when the rule refuses a value
+    doc: str  # its one line in docs/settings.md
+    option: str = ""  # the WorkerOptions field it defaults (from_settings)
+    flag: Flag | None = None
+    warn: Warn | None = None
+    hint: str = ""  # the error's hint; default: the setting's default
+
+
+SETTINGS: list[Setting] = [
+    # E007 (the alias is not PostgreSQL) is the hand-written follow-up in checks.py.
+    Setting("DATABASE", "default", Alias(), "pgjobs.E006",
+            "database alias that holds the jobs table", option="using"),
+    Setting("DEFAULT_QUEUE", "default", Custom(_queue_name, "a queue name"), "pgjobs.E012",
+            "queue of a job when neither `enqueue()` nor its handler names one",
+            hint="1-63 characters among letters, digits and '_.:-', starting with a letter, "
+                 "digit or '_'"),
+    Setting("MAX_ATTEMPTS", 5, Int(1), "pgjobs.E004",
+            "attempts before a failing job goes to `FAILED` (per handler: `max_attempts=`)"),
+    Setting("BACKOFF_BASE", 5.0, SECONDS, "pgjobs.E003",
+            "seconds before the second attempt; doubles each attempt (`backoff_base=`)"),
+    Setting("BACKOFF_MAX", 3600.0, SECONDS, "pgjobs.E003",
+            "cap of the backoff, seconds (`backoff_max=`)"),
+    Setting("BACKOFF_JITTER", 0.1, Number(low_inclusive=True, high=1, high_inclusive=False),
+            "pgjobs.E008",
+            "± fraction added to each delay so that failures do not retry in step"),
+    Setting("TIMEOUT", None, Number(unit="seconds", high=MAX_SECONDS, none=True), "pgjobs.E005",
+            "default wall-clock limit of a handler, seconds (`timeout=`)"),
+    Setting("LEASE_SECONDS", 30.0, SECONDS, "pgjobs.E003",
+            "how long a RUNNING job is owned without a heartbeat (renewed every third of it)",
+            option="lease_seconds",
+            flag=Flag("--lease", "lease duration in seconds (default PGJOBS['LEASE_SECONDS'])"),
+            warn=Warn(3, "pgjobs.W001", "under 3 s: a busy worker may lose leases between "
+                                        "heartbeats (every third of the lease)")),
+    Setting("REAP_INTERVAL", 10.0, SECONDS, "pgjobs.E003",
+            "seconds between two rescues of expired leases by a worker", option="reap_interval",
+            flag=Flag("--reap-interval", "seconds between expired-lease checks")),
+    Setting("CONCURRENCY", 10, Int(1), "pgjobs.E004", "handler threads per worker",
+            option="concurrency",
+            flag=Flag("--concurrency", "handler threads, each with its own connection")),
+    Setting("BATCH_SIZE", 200, Int(1), "pgjobs.E004", "most jobs claimed per round trip",
+            option="batch_size", flag=Flag("--batch-size", "max jobs claimed per round trip")),
+    Setting("PREFETCH", 200, Int(0), "pgjobs.E004",
+            "jobs a worker may hold beyond one per thread, only while every job it holds is of a "
+            "type that usually runs in under 1 ms; 0 turns it off. See \"Prefetch\" in "
+            "docs/architecture.md", option="prefetch",
+            flag=Flag("--prefetch",
+                      "jobs held beyond one per thread while all are short (0: none)")),
+    Setting("POLL_INTERVAL", 1.0, SECONDS, "pgjobs.E003",
+            "polling fallback when no NOTIFY arrives, seconds", option="poll_interval",
+            flag=Flag("--poll-interval", "seconds between polls when no NOTIFY arrives")),
+    Setting("SHUTDOWN_TIMEOUT", 30.0, Number(unit="seconds", high=MAX_SECONDS, low_inclusive=True),
+            "pgjobs.E003", "seconds running jobs get after SIGTERM", option="shutdown_timeout",
+            flag=Flag("--shutdown-timeout", "seconds running jobs get to finish after SIGTERM")),
+    Setting("FAIR_SHARE", False, Bool(), "pgjobs.E011",
+            "interleave tenants round-robin in each claim", option="fair_share"),
+    Setting("MAX_CONFIG_BYTES", 1024 * 1024, Number(), "pgjobs.E003",
+            "largest config accepted by `enqueue()` (UTF-8 bytes of its JSON)"),
+    Setting("MAX_CONFIG_DEPTH", 64, Number(), "pgjobs.E003",
+            "deepest nesting accepted in a config"),
+    Setting("MAX_RESULT_BYTES", 1024 * 1024, Number(), "pgjobs.E003",
+            "a larger handler result is replaced by "
+            "`{\"result_truncated\": true, \"result_bytes\": n}`"),
+    Setting("MAX_ERROR_CHARS", 16 * 1024, Number(), "pgjobs.E003",
+            "longer errors/tracebacks keep their head and tail"),
+    Setting("AUTODISCOVER_MODULES", ["jobs", "tasks"], Strings(), "pgjobs.E013",
+            "modules imported in every installed app at startup (`@handler`, Django `@task`)"),
+    Setting("NOTIFY_CHANNEL", "pgjobs", Custom(_channel_name, "a name of 1-63 bytes"),
+            "pgjobs.E009", "LISTEN/NOTIFY channel of the wakeups",
+            hint="PostgreSQL's pg_notify() refuses longer names: every enqueue would fail"),
+    Setting("PREPARED_STATEMENTS", "auto", OneOf(("auto", True, False)), "pgjobs.E010",
+            "prepare enqueue's INSERT and the worker's finalize and claim on the server "
+            "(psycopg's protocol-level prepared statements, once per connection). `\"auto\"`: "
+            "yes, unless the database sets `DISABLE_SERVER_SIDE_CURSORS` (what Django's docs ask "
+            "for behind a transaction-mode pooler); `False` behind a pooler that cannot hold "
+            "prepared statements (PgBouncer < 1.21 in transaction mode); `True` forces them"),
+    Setting("REDACT_KEYS",
+            ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
+            Strings(), "pgjobs.E013",
+            "config keys hidden wherever django-pgjobs shows a config (substring, "
+            "case-insensitive)"),
+    Setting("SCHEDULES", {}, Special("a dict: name -> schedule", "check_schedules_and_retention"),
+            "pgjobs.E101", "cron schedules (see README, \"Cron schedules\"); checks E101-E107"),
+    Setting("SCHEDULER_INTERVAL", 5.0, SECONDS, "pgjobs.E109",
+            "seconds between two scheduler passes of a worker", option="scheduler_interval"),
+    Setting("RETENTION", {}, Special("a dict: status -> days or None",
+                                     "check_schedules_and_retention"), "pgjobs.E108",
+            "days finished jobs are kept, per status, merged over `COMPLETED: 7`, "
+            "`COMPLETED_WITH_ERRORS: 30`, `FAILED: 30`, `CANCELLED: 7`, `SCHEDULE_FIRES: 30` "
+            "(`None`: keep forever)"),
+    Setting("PRUNE_INTERVAL", 300.0, SECONDS, "pgjobs.E109",
+            "seconds between two pruning passes of a worker", option="prune_interval"),
+    Setting("ROLLUP_RETENTION_DAYS", 30, Number(unit="days"), "pgjobs.E003",
+            "days the dashboard's per-minute rollup and depth samples are kept"),
+]
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 
 
 @cache
@@ -88,3 +314,36 @@ def get(name: str) -> Any:
 def _reset(*, setting: str, **kwargs: Any) -> None:
     if setting == "PGJOBS":
         get_settings.cache_clear()
+
+
+# --- docs/settings.md's table ---------------------------------------------------------------------
+
+TABLE_START = "<!-- settings table: generated from conf.SETTINGS by scripts/settings_doc.py -->"
+TABLE_END = "<!-- end of settings table -->"
+
+
+def literal(value: Any) -> str:
+    """A default as Python source: '"default"', '["jobs", "tasks"]', '30.0', 'None'."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return f"[{', '.join(literal(v) for v in value)}]"
+    return repr(value)
+
+
+def markdown_table() -> str:
+    """The Settings table of docs/settings.md, between its two marker comments."""
+    rows = [TABLE_START, "| key | default | accepts | check | `runjobs` flag | meaning |",
+            "|---|---|---|---|---|---|"]
+    for s in SETTINGS:
+        checks = s.check.removeprefix("pgjobs.") + (f", {s.warn.check[7:]}" if s.warn else "")
+        flag = f"`{s.flag.name}`" if s.flag else ""
+        rows.append(f"| `{s.name}` | `{literal(s.default)}` | {s.rule.what} | {checks} | {flag} "
+                    f"| {s.doc} |")
+    return "\n".join([*rows, TABLE_END])
+
+
+def replace_table(text: str) -> str:
+    """`text` (docs/settings.md) with its settings table regenerated."""
+    start, end = text.index(TABLE_START), text.index(TABLE_END) + len(TABLE_END)
+    return text[:start] + markdown_table() + text[end:]

@@ -1,11 +1,14 @@
 """Argument types shared by the management commands: a bad value is an argparse error, so the
-command exits 2 with the message before it touches the database."""
+command exits 2 with the message before it touches the database. The runjobs flags that mirror a
+setting come from conf.SETTINGS, with the setting's rule as their type."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from .. import conf
 
 N = TypeVar("N", int, float)
 
@@ -29,7 +32,46 @@ def bounded(
     return check
 
 
-positive_int = bounded(int, low=1, what="an integer >= 1")
-non_negative_int = bounded(int, low=0, what="an integer >= 0")
-seconds = bounded(float, low=0, high=1e7, what="seconds >= 0")
-positive_seconds = bounded(float, low=0, high=1e7, low_inclusive=False, what="seconds > 0")
+def rule_type(rule: conf.Number | conf.Int) -> Callable[[str], Any]:
+    """An argparse ``type=`` refusing what a setting's rule refuses, in the rule's words."""
+
+    def check(value: str) -> Any:
+        try:
+            n = rule.parse(value)
+        except ValueError:
+            n = None
+        if n is None or not rule.accepts(n):
+            raise argparse.ArgumentTypeError(f"expected {rule.what}, got {value!r}")
+        return n
+
+    return check
+
+
+positive_int = rule_type(conf.Int(1))
+
+
+# --- runjobs' flags that mirror a setting ---------------------------------------------------------
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per conf.SETTINGS entry with a Flag; its dest is the WorkerOptions field."""
+    for s in conf.SETTINGS:
+        if s.flag:
+            parser.add_argument(s.flag.name, type=rule_type(s.rule), dest=s.option,
+                                help=s.flag.help)
+
+
+def setting_flags(opts: dict[str, Any]) -> dict[str, Any]:
+    """{WorkerOptions field: the flag's value, None when not given}."""
+    return {s.option: opts[s.option] for s in conf.SETTINGS if s.flag}
+
+
+def flag_warnings(opts: dict[str, Any]) -> list[str]:
+    """The warnings of the flags' values, as their settings' checks word them: '(pgjobs.W001)
+    --lease 0.5 under 3 s: …'. A warning, not a refusal, as for the setting."""
+    found = []
+    for s in conf.SETTINGS:
+        value = opts.get(s.option) if s.flag and s.warn else None
+        if value is not None and (message := s.warn.message(f"{s.flag.name} {value:g}", value)):
+            found.append(f"({s.warn.check}) {message}")
+    return found

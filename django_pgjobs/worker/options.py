@@ -41,19 +41,9 @@ class WorkerOptions:
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> WorkerOptions:
-        base = cls(
-            concurrency=conf.get("CONCURRENCY"),
-            batch_size=conf.get("BATCH_SIZE"),
-            prefetch=conf.get("PREFETCH"),
-            poll_interval=conf.get("POLL_INTERVAL"),
-            shutdown_timeout=conf.get("SHUTDOWN_TIMEOUT"),
-            lease_seconds=conf.get("LEASE_SECONDS"),
-            reap_interval=conf.get("REAP_INTERVAL"),
-            fair_share=conf.get("FAIR_SHARE"),
-            using=conf.get("DATABASE"),
-            scheduler_interval=conf.get("SCHEDULER_INTERVAL"),
-            prune_interval=conf.get("PRUNE_INTERVAL"),
-        )
+        """The options of conf.SETTINGS' entries that name one, read from PGJOBS, then the
+        overrides that are not None (runjobs' flags)."""
+        base = cls(**{s.option: conf.get(s.name) for s in conf.SETTINGS if s.option})
         for key, value in overrides.items():
             if value is not None:
                 setattr(base, key, value)

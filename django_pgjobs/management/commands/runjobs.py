@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand
 from ...exceptions import InvalidJobOption
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
-from ..arguments import non_negative_int, positive_int, positive_seconds, seconds
+from ..arguments import add_setting_flags, flag_warnings, positive_int, setting_flags
 
 
 def _queues(value: str) -> list[str]:
@@ -45,24 +45,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--queues", type=_queues, help="comma-separated queues (default: all)")
-        parser.add_argument("--concurrency", type=positive_int,
-                            help="handler threads, each with its own connection")
-        parser.add_argument("--batch-size", type=positive_int,
-                            help="max jobs claimed per round trip")
-        parser.add_argument("--prefetch", type=non_negative_int,
-                            help="jobs held beyond one per thread while all are short (0: none)")
+        # --concurrency, --batch-size, --prefetch, --poll-interval, --shutdown-timeout, --lease,
+        # --reap-interval: from conf.SETTINGS, each with its setting's rule.
+        add_setting_flags(parser)
         parser.add_argument("--burst", action="store_true",
                             help="process every due job, then exit 0")
         parser.add_argument("--max-jobs", type=positive_int, help="exit after this many jobs")
-        parser.add_argument("--poll-interval", type=positive_seconds,
-                            help="seconds between polls when no NOTIFY arrives")
-        parser.add_argument("--shutdown-timeout", type=seconds,
-                            help="seconds running jobs get to finish after SIGTERM")
         parser.add_argument("--worker-id", type=_worker_id, help="name shown in logs and admin")
-        parser.add_argument("--lease", type=positive_seconds, dest="lease_seconds",
-                            help="lease duration in seconds (default PGJOBS['LEASE_SECONDS'])")
-        parser.add_argument("--reap-interval", type=positive_seconds,
-                            help="seconds between expired-lease checks")
         parser.add_argument("--no-listen", action="store_true",
                             help="do not LISTEN for wakeups; poll only")
         parser.add_argument("--health-port", type=_port,
@@ -76,12 +65,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         console.setup(opts["verbosity"])
+        for warning in flag_warnings(opts):  # e.g. --lease under 3 s, worded as pgjobs.W001
+            self.stderr.write(f"WARNING: {warning}", style_func=self.style.WARNING)
         options = WorkerOptions.from_settings(
-            queues=opts["queues"], concurrency=opts["concurrency"],
-            batch_size=opts["batch_size"], prefetch=opts["prefetch"], burst=opts["burst"] or None,
-            max_jobs=opts["max_jobs"], poll_interval=opts["poll_interval"],
-            shutdown_timeout=opts["shutdown_timeout"], worker_id=opts["worker_id"],
-            lease_seconds=opts["lease_seconds"], reap_interval=opts["reap_interval"],
+            **setting_flags(opts), queues=opts["queues"], burst=opts["burst"] or None,
+            max_jobs=opts["max_jobs"], worker_id=opts["worker_id"],
             listen=False if opts["no_listen"] else None,
             health_port=opts["health_port"], health_host=opts["health_host"],
             scheduler=False if opts["no_scheduler"] else None,
