@@ -126,8 +126,8 @@ def use_generic_plans(using: str | None = None) -> None:
     a generic plan's estimate (it cannot know the LIMIT) never looks cheaper than a custom one,
     though both walk the same indexes (the statements are written so that they do: see
     queries._CLAIMED and queries._FINALIZE; tests/integration/test_guards.py checks the generic
-    plans). Only for the worker's own connection, and only once the table's statistics describe GENERIC_PLANS_MIN_ROWS rows
-    (see above)."""
+    plans). Only for the worker's own connection, and only once the table's statistics
+    describe GENERIC_PLANS_MIN_ROWS rows (see above)."""
     alias = using or conf.get("DATABASE")
     conn = connections[alias]
     if not prepares(conn):
@@ -160,8 +160,8 @@ def analyze_if_never_analyzed(table: str = JOB_TABLE, using: str | None = None) 
     """ANALYZE a table PostgreSQL has no statistics for yet (reltuples = -1).
 
     Right after ``migrate``, before autovacuum's first pass, the planner has no statistics and
-    plans the claim as a bitmap scan plus a sort of every pending job. Workers call this once at start; it costs nothing once
-    the table has statistics. Returns True when it ran ANALYZE.
+    plans the claim as a bitmap scan plus a sort of every pending job. Workers call this once
+    at start; it costs nothing once the table has statistics. Returns True when it ran ANALYZE.
     """
     if not table.replace("_", "").isalnum() or not table.isascii():
         raise ValueError(f"not a plain table name: {table!r}")

@@ -120,9 +120,9 @@ def check_json_value(value: Any, *, max_depth: int, path: list[str] | None = Non
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-# JSONEncoder.encode() builds a new C encoder at every call. This one is built once, with the same settings but no markers for
-# circular references (they are what makes an encoder single-use): a cycle ends in
-# RecursionError instead of ValueError, and encode_config reports both the same way.
+# JSONEncoder.encode() builds a new C encoder at every call. This one is built once, with the
+# same settings but no markers for circular references (they make an encoder single-use): a
+# cycle ends in RecursionError instead of ValueError; encode_config reports both the same way.
 _C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
     None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
 )

@@ -2,9 +2,10 @@
 configured logging, and a direct path for the per-job success lines.
 
 Through ``logging``, a success line costs a ``LogRecord``, the handler's lock, the format, one
-``write`` and ``flush`` per line: much of a short job's cost. When those records would reach this handler alone, unfiltered, the worker hands it a
-batch's messages instead; it writes them in the same format, a few at a time. Anything else a
-project sets up (a handler, a filter, a Logger class, a record factory) takes the usual path.
+``write`` and ``flush`` per line: much of a short job's cost. When those records would reach
+this handler alone, unfiltered, the worker hands it a batch's messages instead; it writes them
+in the same format, a few at a time. Anything else a project sets up (a handler, a filter, a
+Logger class, a record factory) takes the usual path.
 """
 
 from __future__ import annotations

@@ -58,7 +58,8 @@ class Worker:
         self.options = o = options or WorkerOptions.from_settings()
         if o.concurrency < 1 or o.batch_size < 1 or o.prefetch < 0:
             raise ValueError("concurrency and batch_size must be >= 1, prefetch >= 0")
-        self.worker_id = o.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.worker_id = (o.worker_id
+                          or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
         self.using = o.using
         self.slots = Slots()
         self.recorder = rollup.Recorder()  # the dashboard's counts
@@ -95,7 +96,7 @@ class Worker:
     # --- public -------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Process jobs until stopped (or, with burst/max_jobs, until done). Returns an exit code."""
+        """Process jobs until stopped (or, with burst/max_jobs, until done); the exit code."""
         self.start()
         try:
             while not self._stopping.is_set():
@@ -125,7 +126,7 @@ class Worker:
         except (OperationalError, InterfaceError) as exc:
             self._on_db_error(exc)
         except REFUSED as exc:
-            self._guarded(lambda: self._on_refused(exc))
+            self._on_refused(exc)
         except Exception as exc:  # noqa: BLE001 - a bug must not end the worker
             self._on_step_error(exc)
         return 0
@@ -376,10 +377,11 @@ class Worker:
             pass
 
     def _on_refused(self, exc: Exception) -> None:
-        """The database refused a write for its data: retry the outcomes one by one."""
+        """The database refused a write for its data: write the outcomes one by one."""
         if not self.completer.unwritten:  # not an outcome's fault
-            raise exc
-        self.completer.write_singly(exc)
+            self._on_step_error(exc)
+            return
+        self._guarded(lambda: self.completer.write_singly(exc))
 
     def _on_step_error(self, exc: Exception) -> None:
         self._pause = STEP_ERROR_PAUSE
@@ -456,6 +458,7 @@ class Worker:
                 else "services" if thread.name == "pgjobs-services" else "exec")
         try:
             with connection.cursor() as cur:
-                cur.execute("SELECT set_config('application_name', %s, false)", [self._app_name(role)])
+                cur.execute("SELECT set_config('application_name', %s, false)",
+                            [self._app_name(role)])
         except DatabaseError:  # pragma: no cover - tagging is best effort
             pass
