@@ -18,7 +18,11 @@ from functools import cached_property
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.options import ActionLocation
+
+try:
+    from django.contrib.admin.options import ActionLocation  # Django >= 6.1
+except ImportError:
+    ActionLocation = None
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
@@ -382,12 +386,20 @@ class JobAdmin(admin.ModelAdmin):
     def has_duplicate_permission(self, request: HttpRequest) -> bool:
         return self._perm(request, "duplicate_job")
 
-    def get_actions(self, request: HttpRequest,
-                    action_location: ActionLocation = ActionLocation.CHANGE_LIST,
-                    ) -> dict[str, Any]:
-        actions = super().get_actions(request, action_location=action_location)
-        actions.pop("delete_selected", None)  # deletes any state: replaced by delete_finished
-        return actions
+    if ActionLocation is not None:  # Django >= 6.1: actions on the change form too
+
+        def get_actions(self, request: HttpRequest,
+                        action_location: Any = getattr(ActionLocation, "CHANGE_LIST", None),
+                        ) -> dict[str, Any]:
+            actions = super().get_actions(request, action_location=action_location)
+            actions.pop("delete_selected", None)  # any state: replaced by delete_finished
+            return actions
+    else:
+
+        def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+            actions = super().get_actions(request)
+            actions.pop("delete_selected", None)
+            return actions
 
     def delete_model(self, request: HttpRequest, obj: Job) -> None:
         if not queries.delete_terminal([obj.pk]):
@@ -566,7 +578,7 @@ class JobAdmin(admin.ModelAdmin):
             "duplicate_jobs": True,
             "delete_finished_jobs": job.status in TERMINAL_STATUSES,
         }
-        return [(name, str(allowed[name].description)) for name in self.actions
+        return [(name, _description(allowed[name])) for name in self.actions
                 if name in allowed and applies.get(name)]
 
     # --- actions: each calls queries.py and reports "n done, m skipped (reason)" ---------------
@@ -708,3 +720,8 @@ class DashboardAdmin(admin.ModelAdmin):
 
 
 from . import admin_controls  # noqa: E402,F401 - cron schedules and queue controls (their admin)
+
+
+def _description(action: Any) -> str:
+    """An action's label: Django 6.1 gives Action objects, 5.2 (func, name, description)."""
+    return str(action.description if hasattr(action, "description") else action[2])

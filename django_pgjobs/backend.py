@@ -24,16 +24,20 @@ from typing import Any
 
 from django.apps import apps
 from django.core import checks
-from django.tasks import Task, TaskResult
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
-from django.utils.json import normalize_json
 
 from . import conf, tasks_registry
 from .enqueue import enqueue as enqueue_job
 from .exceptions import InvalidJobOption
 from .task_results import task_result
+from .tasks_api import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    normalize_json,
+    task_enqueued,
+)
 from .validation import check_queue
 
 UniqueKey = str | Callable[..., str]

@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from django.utils.safestring import SafeString
 
 from . import charts, stats
 from .sql import rollups
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 DEFAULT_HOURS = 3
 MAX_HOURS = 48

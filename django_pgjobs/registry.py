@@ -15,6 +15,7 @@ from . import conf
 from .validation import check_max_attempts, check_priority, check_queue
 
 BackoffFn = Callable[[int], float]
+TASK_TYPE_PREFIX = "task:"  # the job types of Django @task functions: task:<module>.<name>
 
 
 @dataclass(frozen=True, slots=True)

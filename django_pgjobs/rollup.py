@@ -22,12 +22,14 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from . import conf
 from .sql import rollups as sql
 from .status import JobStatus
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 logger = logging.getLogger("django_pgjobs.rollup")
 

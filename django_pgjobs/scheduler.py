@@ -36,7 +36,8 @@ import zoneinfo
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as _timezone
 from typing import Any
 
 from croniter import croniter
@@ -44,6 +45,8 @@ from django.db import InterfaceError, OperationalError, transaction
 
 from . import conf, registry
 from .sql import schedules as sql
+
+UTC = _timezone.utc  # datetime.UTC is Python >= 3.11
 
 logger = logging.getLogger("django_pgjobs.scheduler")
 

@@ -9,7 +9,7 @@ the pruning of old jobs.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from . import conf, db, rollup
@@ -17,6 +17,8 @@ from .sql import rollups as sql_rollups
 from .sql import workers as sql_workers
 from .status import FAILED_SQL
 from .tables import JOB_TABLE
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 
 @dataclass

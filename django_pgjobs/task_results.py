@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.tasks import Task, TaskResult, TaskResultStatus
-from django.tasks.base import TaskError
 from django.utils.dateparse import parse_datetime
 
 from .status import JobStatus
+from .tasks_api import Task, TaskError, TaskResult, TaskResultStatus
 
 if TYPE_CHECKING:
     from .models import Job

@@ -21,17 +21,24 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.dispatch import receiver
-from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
-from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
-from django.tasks.signals import task_finished, task_started
 from django.utils.dateparse import parse_datetime
-from django.utils.json import normalize_json
 
 from . import conf, registry, signals
 from .context import JobContext
 from .exceptions import Fail
 from .registry import HandlerSpec
 from .task_results import STATUS_MAP, error_text, parse_error, set_return_value, task_result, update
+from .tasks_api import (
+    InvalidTask,
+    InvalidTaskBackend,
+    Task,
+    TaskContext,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    task_finished,
+    task_started,
+)
 
 if TYPE_CHECKING:
     from .models import Job

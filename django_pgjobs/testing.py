@@ -31,16 +31,17 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from django.tasks import Task
 from django.utils import timezone
-from django.utils.json import normalize_json
 
 from . import conf, queries, signals
+from .registry import TASK_TYPE_PREFIX
 from .status import JobStatus
-from .tasks_registry import TYPE_PREFIX, job_type
 from .worker import Worker, WorkerOptions
+
+if TYPE_CHECKING:
+    from .tasks_api import Task
 
 __all__ = [
     "CapturedJobs",
@@ -270,9 +271,11 @@ def _assert_enqueued(jobs: Any, what: Task | str | None, *, count: int | None,
 
 
 def _type_of(what: Task | str | None) -> str | None:
-    if isinstance(what, Task):
-        return job_type(what)
-    return what
+    if what is None or isinstance(what, str):
+        return what
+    from .tasks_registry import job_type  # a Task: the Tasks framework is installed
+
+    return job_type(what)
 
 
 def _matches(job: Any, what: Task | str | None, *, args: Sequence[Any] | None = None,
@@ -281,6 +284,8 @@ def _matches(job: Any, what: Task | str | None, *, args: Sequence[Any] | None = 
              status: str | None = None) -> bool:
     expected_type = _type_of(what)
     cfg = job.config or {}
+    if args is not None or kwargs is not None:  # a @task's arguments: the Tasks API is there
+        from .tasks_api import normalize_json
     checks = [
         expected_type is None or job.type == expected_type,
         args is None or cfg.get("args") == normalize_json(list(args)),
@@ -301,7 +306,7 @@ def _describe(what: Task | str | None, filters: dict[str, Any]) -> str:
 
 def _summary(job: Any) -> str:
     cfg = job.config or {}
-    if job.type.startswith(TYPE_PREFIX):
+    if job.type.startswith(TASK_TYPE_PREFIX):
         inputs = f"args={cfg.get('args')!r} kwargs={cfg.get('kwargs')!r}"
     else:
         inputs = f"config={cfg!r}"

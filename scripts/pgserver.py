@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Literal, Self
+from typing import Literal
 from urllib.parse import quote
 
 __all__ = [
@@ -394,7 +394,7 @@ class EmbeddedPostgres:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> Self:
+    def start(self) -> EmbeddedPostgres:
         """Create the cluster on first call, then start it (no-op if running)."""
         if self._closed:
             raise EmbeddedPostgresError("this EmbeddedPostgres was closed; make a new one")
@@ -456,7 +456,7 @@ class EmbeddedPostgres:
             with _live_lock:
                 _live.discard(self)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> EmbeddedPostgres:
         return self.start()
 
     def __exit__(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from django.db import transaction
@@ -12,6 +12,8 @@ from django.db import transaction
 from .. import conf, db
 from ..status import ACTIVE_SQL, PENDING_SQL, RUNNING_SQL
 from ..tables import DEPTH_SAMPLE_TABLE, JOB_TABLE, STAT_MINUTE_TABLE
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 # pg_try_advisory_xact_lock key of the depth sampler ("pgjobs" + 1 in ASCII, as an int).
 SAMPLE_LOCK_KEY = 0x70676A6F627301

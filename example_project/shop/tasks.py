@@ -1,6 +1,7 @@
-"""A Django `@task` (django.tasks) running on django-pgjobs: the other API, same engine."""
+"""A Django `@task` running on django-pgjobs: the other API, same engine. (In a project on
+Django 6.x only, `from django.tasks import task`; tasks_api also finds the 5.2 backport.)"""
 
-from django.tasks import task
+from django_pgjobs.tasks_api import task
 
 from .models import Order
 

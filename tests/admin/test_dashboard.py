@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -10,6 +10,8 @@ from django_pgjobs import rollup
 from django_pgjobs.sql import rollups
 from tests.admin.helpers import make_job, staff_user
 from tests.conftest import sql
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 pytestmark = pytest.mark.django_db
 URL = "/admin/django_pgjobs/dashboard/"

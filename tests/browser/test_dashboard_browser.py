@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,8 @@ from django_pgjobs.sql import rollups
 from tests.admin.helpers import make_job
 from tests.conftest import missing_requirement
 from tests.observability.helpers import run_worker
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-artifacts" / "screenshots"

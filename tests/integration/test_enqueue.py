@@ -19,7 +19,7 @@ from django_pgjobs import (
 )
 from django_pgjobs.models import Job
 from django_pgjobs.tracing import current_trace_id
-from tests.conftest import sql, sql_one
+from tests.conftest import logged_sql, sql, sql_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -326,7 +326,7 @@ def test_prepared_insert_is_seen_by_django_instrumentation():
     with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(wrapper):
         enqueue("test.echo", {"n": 1})
     assert len(queries.captured_queries) == 1
-    assert "INSERT INTO pgjobs_job" in queries.captured_queries[0]["sql"]
+    assert "INSERT INTO pgjobs_job" in logged_sql(queries.captured_queries[0], seen[0])
     assert len(seen) == 1
 
 

@@ -8,7 +8,7 @@ from django_pgjobs import enqueue, enqueue_many, queries
 from django_pgjobs.models import Job
 from django_pgjobs.queries import Completion
 from django_pgjobs.worker.maintenance import reaped_fate
-from tests.conftest import sql, sql_one
+from tests.conftest import logged_sql, sql, sql_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -233,5 +233,5 @@ def test_pipelined_finalize_and_claim_is_seen_by_django_instrumentation():
                                                    queues=None, limit=2, lease_seconds=30.0)
     assert written == {rows[0].id} and len(more) == 2
     assert len(captured.captured_queries) == 2 and len(wrapped) == 2
-    assert "jsonb_to_recordset" in captured.captured_queries[0]["sql"]
-    assert "SKIP LOCKED" in captured.captured_queries[1]["sql"]
+    assert "jsonb_to_recordset" in logged_sql(captured.captured_queries[0], wrapped[0])
+    assert "SKIP LOCKED" in logged_sql(captured.captured_queries[1], wrapped[1])

@@ -1,8 +1,10 @@
 """SVG charts: escaped, empty-safe, readable scales."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from django_pgjobs import charts
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 
 def test_line_chart_escapes_names_and_draws_points():

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from django_pgjobs import enqueue
 from django_pgjobs.models import Job
 from tests.observability.helpers import require_extra, run_worker
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -11,6 +11,8 @@ from django_pgjobs.models import Job, JobStatMinute, QueueDepthSample
 from django_pgjobs.sql import rollups
 from tests.conftest import eventually, sql
 from tests.observability.helpers import run_worker
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 
 def test_histogram_buckets_and_percentiles():

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
+from datetime import timezone as _timezone
 
 import pytest
 
 from django_pgjobs import registry, scheduler
+
+UTC = _timezone.utc  # datetime.UTC is Python >= 3.11
 
 
 def utc(*args: int) -> datetime:

@@ -1,10 +1,13 @@
 """Tick arithmetic of a schedule (no database): cron, time zones, DST."""
 
-from datetime import UTC, datetime
+from datetime import datetime
+from datetime import timezone as _timezone
 from zoneinfo import ZoneInfo
 
 from django_pgjobs.scheduler import ScheduleSpec, _due
 from tests.schedules.helpers import utc
+
+UTC = _timezone.utc  # datetime.UTC is Python >= 3.11
 
 PARIS = ZoneInfo("Europe/Paris")
 

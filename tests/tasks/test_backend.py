@@ -6,15 +6,21 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.tasks import TaskResultStatus, task_backends
-from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 
 from django_pgjobs import enqueue, queries
 from django_pgjobs.backend import PgJobsBackend
 from django_pgjobs.models import Job
 from django_pgjobs.status import JobStatus
+from django_pgjobs.tasks_api import (
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 from django_pgjobs.testing import run_jobs
 from django_pgjobs.worker.maintenance import reaped_fate
 from tests.conftest import sql

@@ -1,11 +1,10 @@
 """The Django Tasks bridge without a database: status mapping, attempts and errors read from a
 job row, Django's own validation semantics, and a backend that never touches the database."""
 
-from datetime import UTC, datetime, timedelta
+import re
+from datetime import datetime, timedelta, timezone
 
 import pytest
-from django.tasks import TaskResultStatus, task, task_backends
-from django.tasks.exceptions import InvalidTask
 
 from django_pgjobs import tasks_registry
 from django_pgjobs.backend import PgJobsBackend, PgJobsTask
@@ -13,7 +12,10 @@ from django_pgjobs.exceptions import InvalidJobConfig
 from django_pgjobs.models import Job
 from django_pgjobs.status import JobStatus
 from django_pgjobs.task_results import STATUS_MAP, attempts_of, errors_of, parse_error, task_result
+from django_pgjobs.tasks_api import InvalidTask, TaskResultStatus, task, task_backends
 from tests.testapp import tasks as t
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -148,10 +150,12 @@ def ours():
 
 
 def raised(fn):
+    """(type, message) of what fn() raises; a message that names the task class (the
+    backport's) names it Task(), whichever subclass the backend uses."""
     try:
         fn()
     except Exception as exc:  # noqa: BLE001
-        return type(exc), str(exc)
+        return type(exc), re.sub(r"^[\w.]+\(\) got ", "Task() got ", str(exc))
     return None, None
 
 

@@ -4,12 +4,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import transaction
-from django.tasks import TaskResultStatus
 from django.test import TestCase
 from django.utils import timezone
 
 from django_pgjobs import JobStatus, enqueue, enqueue_many
 from django_pgjobs.contrib.pytest_plugin import pgjobs, pgjobs_eager  # noqa: F401 - fixtures
+from django_pgjobs.tasks_api import TaskResultStatus
 from django_pgjobs.testing import (
     assert_enqueued,
     assert_not_enqueued,

@@ -5,9 +5,8 @@ import os
 import threading
 
 import pytest
-from django.tasks import TaskResultStatus
-from django.tasks.signals import task_finished, task_started
 
+from django_pgjobs.tasks_api import TaskResultStatus, task_finished, task_started
 from tests.conftest import eventually, run_worker
 from tests.testapp import tasks as t
 from tests.testapp.models import Effect, Execution

@@ -6,7 +6,7 @@ Execution for each attempt of a context task, Effect for business side effects.
 
 import os
 
-from django.tasks import task
+from django_pgjobs.tasks_api import task
 
 from .models import Effect, Execution
 

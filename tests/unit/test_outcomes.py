@@ -1,7 +1,7 @@
 """What a handler produced becomes storable; one retry decision for every failed attempt."""
 
 import math
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -11,6 +11,8 @@ from django_pgjobs.registry import HandlerSpec
 from django_pgjobs.retry import decide
 from django_pgjobs.status import JobStatus
 from django_pgjobs.worker.storable import storable_json, storable_text
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,13 @@
 """Retry checks its arguments when built: a time the database cannot store never reaches it."""
 
 import math
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
 from django_pgjobs import Retry
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
 AWARE = datetime(2030, 1, 1, tzinfo=UTC)
 TEN_YEARS = 10 * 365 * 86400
