@@ -106,6 +106,8 @@ def task_error_text(exc: BaseException) -> str:
     """The job's ``error`` for an exception a task raised: class path first, then traceback."""
     from .worker.executor import format_error
 
+    if isinstance(exc, Unstorable):
+        exc = exc.error
     cls = type(exc)
     return error_text(f"{cls.__module__}.{cls.__qualname__}", format_error(exc))
 
@@ -170,13 +172,23 @@ def _load_result(job: JobContext) -> TaskResult:
     return result
 
 
+class Unstorable(Fail):
+    """Fails the task at once (no retry), recording ``error``: the exception that made its
+    return value unstorable (TypeError, ValueError…), as Django's own backends record it."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
 def _json_return_value(task: Task, value: Any) -> Any:
     """The return value as stored; a value that cannot be stored fails the task (no retry)."""
     try:
         value = normalize_json(value)
         size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode())
-    except (TypeError, ValueError) as exc:
-        raise Fail(f"{task.module_path} returned a value that is not JSON: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        exc.args = (f"{task.module_path} returned a value that is not JSON: {exc}",)
+        raise Unstorable(exc) from None
     limit = conf.get("MAX_RESULT_BYTES")
     if size > limit:
         raise Fail(

@@ -18,6 +18,7 @@ from django_pgjobs.status import JobStatus
 from django_pgjobs.testing import run_jobs
 from django_pgjobs.worker.maintenance import reaped_fate
 from tests.conftest import sql
+from tests.tasks import conformance_tasks as ct
 from tests.testapp import tasks as t
 from tests.testapp.models import Effect, Execution
 
@@ -152,8 +153,21 @@ def test_a_return_value_that_is_not_json_fails_without_retry():
     run_jobs()
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
-    assert result.errors[0].exception_class_path == "django_pgjobs.exceptions.Fail"
-    assert "returned a value that is not JSON" in result.errors[0].traceback
+    [error] = result.errors
+    assert error.exception_class_path == "builtins.TypeError"  # as Django's own backends
+    assert error.exception_class is TypeError
+    assert "returned a value that is not JSON" in error.traceback
+    assert error.traceback.rstrip().splitlines()[-1].startswith("TypeError: ")
+
+
+@pytest.mark.parametrize(("task", "path"), [(ct.returns_set, "builtins.TypeError"),
+                                            (ct.returns_nan, "builtins.ValueError")])
+def test_a_value_that_cannot_be_stored_is_never_retried(task, path):
+    result = task.enqueue()
+    run_jobs()
+    result.refresh()
+    assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 1)  # max_attempts=3
+    assert [e.exception_class_path for e in result.errors] == [path]
 
 
 def test_async_task_runs():
