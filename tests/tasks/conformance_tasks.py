@@ -65,3 +65,14 @@ def on_emails():
 @task(priority=-5)
 def low_priority():
     return "low"
+
+
+@task(takes_context=True, max_attempts=1)
+def loses_its_lease(context):
+    """Another worker takes the job over while it runs (the lease is replaced), then it fails."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("UPDATE pgjobs_job SET lease_token = gen_random_uuid(), locked_by = 'other' "
+                    "WHERE id = %s", [int(context.task_result.id)])
+    raise Refused("too late")

@@ -1,6 +1,9 @@
 """PgJobsBackend against a real PostgreSQL, inside the test's transaction (pytest's TestCase
 flavour): jobs run through the worker's own claim/execute/finalize via testing.run_jobs()."""
 
+import logging
+import sys
+import traceback
 from datetime import timedelta
 
 import pytest
@@ -208,6 +211,65 @@ def test_signals_are_sent_at_the_right_moments():
         ("started", B, S.RUNNING, 2),
         ("finished", B, S.SUCCESSFUL, 1, 1, True),
     ]
+
+
+def test_task_finished_of_a_failed_task_is_sent_in_its_exception_context(caplog):
+    seen = []
+
+    def on_finished(sender, task_result, **kwargs):
+        stored = task_backends["default"].get_result(task_result.id)  # already recorded
+        seen.append((task_result.status, stored.status, sys.exc_info()[1]))
+
+    task_finished.connect(on_finished)
+    try:
+        result = ct.refuse.enqueue("no thanks")
+        with caplog.at_level(logging.INFO, logger="django.tasks"):
+            run_jobs()
+    finally:
+        task_finished.disconnect(on_finished)
+    [(status, stored, exc)] = seen
+    assert (status, stored) == (TaskResultStatus.FAILED, TaskResultStatus.FAILED)
+    assert isinstance(exc, ct.Refused) and str(exc) == "no thanks"
+    [record] = [r for r in caplog.records if "state=FAILED" in r.getMessage()]
+    assert record.levelno == logging.ERROR and record.exc_info[1] is exc
+    frames = [f.name for f in traceback.extract_tb(record.exc_info[2])]
+    assert frames[-1] == "refuse" and "_send_finished" not in frames  # the task's traceback
+    assert sys.exc_info() == (None, None, None)
+    assert result.id in record.getMessage()
+
+
+def test_task_finished_of_a_retried_attempt_carries_its_exception_too():
+    seen = []
+
+    def on_finished(sender, task_result, **kwargs):
+        seen.append((task_result.status, type(sys.exc_info()[1])))
+
+    task_finished.connect(on_finished)
+    try:
+        ct.context_probe.enqueue(2)  # fails attempt 1, succeeds on attempt 2
+        ct.returns_set.enqueue()
+        run_jobs()
+    finally:
+        task_finished.disconnect(on_finished)
+    S = TaskResultStatus  # noqa: N806
+    assert sorted(seen, key=str) == [
+        (S.FAILED, TypeError), (S.READY, ct.Refused), (S.SUCCESSFUL, type(None))]
+
+
+def test_a_run_whose_lease_was_lost_is_not_reported_finished():
+    finished = []
+
+    def on_finished(sender, task_result, **kwargs):
+        finished.append(task_result.id)
+
+    task_finished.connect(on_finished)
+    try:
+        result = ct.loses_its_lease.enqueue()
+        run_jobs()
+    finally:
+        task_finished.disconnect(on_finished)
+    assert finished == []  # the worker that holds the lease will report it
+    assert job_of(result).status == JobStatus.RUNNING and job_of(result).locked_by == "other"
 
 
 # --- get_result ----------------------------------------------------------------------------------
