@@ -106,10 +106,21 @@ def test_return_value_and_timestamps():
     assert (result.status, result.return_value, result.attempts) == (
         TaskResultStatus.SUCCESSFUL, 5, 1)
     assert result.worker_ids == ["pgjobs-testing"]
-    # (inside a test transaction now() is the transaction's start, earlier than enqueued_at)
     assert result.enqueued_at == job_of(result).created_at
-    assert result.started_at == result.last_attempted_at <= result.finished_at
+    # ordered even inside the test's transaction, whose now() is its start
+    assert result.enqueued_at <= result.started_at == result.last_attempted_at
+    assert result.started_at <= result.finished_at
     assert result.errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task", [t.add, t.boom])
+def test_timestamps_are_ordered_with_committed_rows(task):
+    result = task.enqueue(1, 2) if task is t.add else task.enqueue("x")
+    run_jobs()
+    result.refresh()
+    assert result.is_finished
+    assert result.enqueued_at <= result.started_at <= result.finished_at
 
 
 def test_a_task_failing_twice_then_succeeding_shows_three_attempts():
