@@ -20,6 +20,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
@@ -28,6 +29,7 @@ from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
+from django.utils import timezone
 from django.utils.json import normalize_json
 
 from . import conf, tasks_registry
@@ -75,6 +77,8 @@ class PgJobsTask(Task):
         max_attempts: int | None = None,
         unique_key: UniqueKey | None = None,
     ) -> PgJobsTask:
+        if isinstance(run_after, timedelta):  # documented by Django: relative to now
+            run_after = timezone.now() + run_after
         task = Task.using(
             self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
         )
