@@ -2,6 +2,7 @@
 in-process workers only, a ``runjobs`` subprocess does not know them)."""
 
 import math
+import threading
 
 from django.tasks import task
 
@@ -76,3 +77,21 @@ def loses_its_lease(context):
         cur.execute("UPDATE pgjobs_job SET lease_token = gen_random_uuid(), locked_by = 'other' "
                     "WHERE id = %s", [int(context.task_result.id)])
     raise Refused("too late")
+
+
+gate = threading.Event()
+
+
+@task()
+def wait_for_gate():
+    """Runs until the test opens ``gate`` (at most 20 s)."""
+    gate.wait(20)
+    return "opened"
+
+
+CALLS: list[str] = []
+
+
+def not_a_task():
+    """Importable, but no task: a job naming it must never run it."""
+    CALLS.append("called")
