@@ -20,10 +20,12 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
 from django.core import checks
+from django.utils import timezone
 
 from . import conf, tasks_registry
 from .enqueue import enqueue as enqueue_job
@@ -79,6 +81,8 @@ class PgJobsTask(Task):
         max_attempts: int | None = None,
         unique_key: UniqueKey | None = None,
     ) -> PgJobsTask:
+        if isinstance(run_after, timedelta):  # documented by Django: relative to now
+            run_after = timezone.now() + run_after
         task = Task.using(
             self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
         )

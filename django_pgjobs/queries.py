@@ -154,6 +154,8 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
 # `NOT IN (SELECT …)` on purpose: a hashed subplan keeps the row estimate, so the claim walks
 # its index and stops after LIMIT rows (`<> ALL(ARRAY(…))` led to a scan and sort of every
 # pending job; docs/performance.md). tests/integration/test_guards.py checks the plan.
+# started_at is clock_timestamp(): read once the row is locked, so after the enqueue that wrote
+# it (created_at), even inside one transaction (a TestCase), where now() stands still.
 _CLAIMED = f"""
 UPDATE {T} j
 SET status = {RUNNING_SQL},
@@ -161,7 +163,7 @@ SET status = {RUNNING_SQL},
     locked_by = %(worker)s,
     lease_token = gen_random_uuid(),
     lease_expires_at = now() + %(lease)s * interval '1 second',
-    started_at = now(),
+    started_at = clock_timestamp(),
     finished_at = NULL,
     updated_at = now()
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))

@@ -9,7 +9,8 @@ this table: the task path stored in the database is looked up, never imported.
 Running: the job's handler (:func:`run_task_job`) rebuilds the ``TaskResult`` from the row, sends
 ``task_started``, calls the function (sync or async, with a ``TaskContext`` if it takes one) and
 returns ``{"return_value": ...}``. Errors, retries, timeouts and leases are the worker's, exactly
-as for a ``@handler``. ``task_finished`` is sent after the worker recorded the outcome.
+as for a ``@handler``. ``task_finished`` is sent after the worker recorded the outcome (never
+for a run whose lease was lost); for a failed attempt, inside the handling of its exception.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from django.utils.dateparse import parse_datetime
 
 from . import conf, registry, signals
 from .context import JobContext
-from .exceptions import Fail
+from .exceptions import Fail, JobTimeout, PgJobsError
 from .registry import HandlerSpec
 from .task_results import STATUS_MAP, error_text, parse_error, set_return_value, task_result, update
 from .tasks_api import (
@@ -113,8 +114,9 @@ def task_error_text(exc: BaseException) -> str:
     """The job's ``error`` for an exception a task raised: class path first, then traceback."""
     from .worker.executor import format_error
 
-    cls = type(exc)
-    return error_text(f"{cls.__module__}.{cls.__qualname__}", format_error(exc))
+    if isinstance(exc, Unstorable):
+        exc = exc.error
+    return error_text(_class_path(exc), format_error(exc))
 
 
 # --- a job row as a TaskResult -----------------------------------------------------------------
@@ -148,17 +150,31 @@ def result_for_job(job: Job) -> TaskResult | None:
 
 # --- running -----------------------------------------------------------------------------------
 
-# TaskResults of runs in progress in this process, for task_finished: {(job id, lease): result}
-_running: dict[tuple[int, Any], TaskResult] = {}
+@dataclass(slots=True)
+class _Run:
+    """A run in progress in this process, until task_finished: its result, what it raised."""
+
+    result: TaskResult
+    exc: BaseException | None = None
+
+
+_running: dict[tuple[int, Any], _Run] = {}  # {(job id, lease): run}
 
 
 def run_task_job(job: JobContext) -> dict[str, Any]:
     """The handler of every task job: load, announce, call, return ``{"return_value": …}``."""
     result = _load_result(job)
+    run = _running[(job.id, job._lease)] = _Run(result)
+    try:
+        return _call(result, job)
+    except BaseException as exc:  # kept for task_finished's exception context, then re-raised
+        run.exc = exc.error if isinstance(exc, Unstorable) else exc
+        raise
+
+
+def _call(result: TaskResult, job: JobContext) -> dict[str, Any]:
     task = result.task
-    sender = type(task.get_backend())
-    _running[(job.id, job._lease)] = result
-    task_started.send(sender=sender, task_result=result)
+    task_started.send(sender=type(task.get_backend()), task_result=result)
     if task.takes_context:
         value = task.call(PgJobsTaskContext(task_result=result, job=job), *result.args,
                           **result.kwargs)
@@ -177,13 +193,23 @@ def _load_result(job: JobContext) -> TaskResult:
     return result
 
 
+class Unstorable(Fail):
+    """Fails the task at once (no retry), recording ``error``: the exception that made its
+    return value unstorable (TypeError, ValueError…), as Django's own backends record it."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
 def _json_return_value(task: Task, value: Any) -> Any:
     """The return value as stored; a value that cannot be stored fails the task (no retry)."""
     try:
         value = normalize_json(value)
         size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode())
-    except (TypeError, ValueError) as exc:
-        raise Fail(f"{task.module_path} returned a value that is not JSON: {exc}") from exc
+    except (TypeError, ValueError, RecursionError) as exc:
+        exc.args = (f"{task.module_path} returned a value that is not JSON: {exc}",)
+        raise Unstorable(exc) from None
     limit = conf.get("MAX_RESULT_BYTES")
     if size > limit:
         raise Fail(
@@ -202,11 +228,46 @@ def _send_task_finished(
     ``task_result.status`` is SUCCESSFUL or FAILED when the task is done, READY when a retry is
     scheduled. Nothing is sent when the lease had been lost (another worker owns the task).
     """
-    result = _running.pop((job.id, job._lease), None)
-    if result is None or not applied:
+    run = _running.pop((job.id, job._lease), None)
+    if run is None or not applied:
         return
-    _apply(result, completion)
-    task_finished.send(sender=type(result.task.get_backend()), task_result=result)
+    _apply(run.result, completion)
+    _send_finished(run.result, _recorded_exception(run, completion))
+
+
+def _send_finished(result: TaskResult, exc: BaseException | None) -> None:
+    """``task_finished``; for an attempt that failed, inside the handling of its exception, as
+    Django's backends send it (its log line and receivers read ``sys.exc_info()``)."""
+    sender = type(result.task.get_backend())
+    if exc is None:
+        task_finished.send(sender=sender, task_result=result)
+        return
+    tb = exc.__traceback__
+    try:
+        raise exc
+    except BaseException:
+        exc.__traceback__ = tb  # the task's own traceback, without this frame (Python 3.11+)
+        task_finished.send(sender=sender, task_result=result)
+
+
+def _recorded_exception(run: _Run, completion: Completion) -> BaseException | None:
+    """The exception of the outcome recorded: the run's own, or, when the recorded error is not
+    it (a timeout, an outcome the database refused), a stand-in carrying the recorded error."""
+    if not completion.error:
+        return None
+    recorded = parse_error(completion.error)
+    exc = run.exc
+    if exc is not None and recorded.exception_class_path == _class_path(exc):
+        return exc
+    lines = [ln for ln in recorded.traceback.splitlines() if ln.strip()]
+    message = lines[-1].partition(": ")[2] if lines else ""
+    cls = JobTimeout if recorded.exception_class_path == _class_path(JobTimeout()) else PgJobsError
+    return cls(message or completion.error)
+
+
+def _class_path(exc: BaseException) -> str:
+    cls = type(exc)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _apply(result: TaskResult, completion: Completion) -> None:

@@ -1,6 +1,9 @@
 """PgJobsBackend against a real PostgreSQL, inside the test's transaction (pytest's TestCase
 flavour): jobs run through the worker's own claim/execute/finalize via testing.run_jobs()."""
 
+import logging
+import sys
+import traceback
 from datetime import timedelta
 
 import pytest
@@ -24,6 +27,7 @@ from django_pgjobs.tasks_api import (
 from django_pgjobs.testing import run_jobs
 from django_pgjobs.worker.maintenance import reaped_fate
 from tests.conftest import sql
+from tests.tasks import conformance_tasks as ct
 from tests.testapp import tasks as t
 from tests.testapp.models import Effect, Execution
 
@@ -108,10 +112,21 @@ def test_return_value_and_timestamps():
     assert (result.status, result.return_value, result.attempts) == (
         TaskResultStatus.SUCCESSFUL, 5, 1)
     assert result.worker_ids == ["pgjobs-testing"]
-    # (inside a test transaction now() is the transaction's start, earlier than enqueued_at)
     assert result.enqueued_at == job_of(result).created_at
-    assert result.started_at == result.last_attempted_at <= result.finished_at
+    # ordered even inside the test's transaction, whose now() is its start
+    assert result.enqueued_at <= result.started_at == result.last_attempted_at
+    assert result.started_at <= result.finished_at
     assert result.errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("task", [t.add, t.boom])
+def test_timestamps_are_ordered_with_committed_rows(task):
+    result = task.enqueue(1, 2) if task is t.add else task.enqueue("x")
+    run_jobs()
+    result.refresh()
+    assert result.is_finished
+    assert result.enqueued_at <= result.started_at <= result.finished_at
 
 
 def test_a_task_failing_twice_then_succeeding_shows_three_attempts():
@@ -158,8 +173,21 @@ def test_a_return_value_that_is_not_json_fails_without_retry():
     run_jobs()
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
-    assert result.errors[0].exception_class_path == "django_pgjobs.exceptions.Fail"
-    assert "returned a value that is not JSON" in result.errors[0].traceback
+    [error] = result.errors
+    assert error.exception_class_path == "builtins.TypeError"  # as Django's own backends
+    assert error.exception_class is TypeError
+    assert "returned a value that is not JSON" in error.traceback
+    assert error.traceback.rstrip().splitlines()[-1].startswith("TypeError: ")
+
+
+@pytest.mark.parametrize(("task", "path"), [(ct.returns_set, "builtins.TypeError"),
+                                            (ct.returns_nan, "builtins.ValueError")])
+def test_a_value_that_cannot_be_stored_is_never_retried(task, path):
+    result = task.enqueue()
+    run_jobs()
+    result.refresh()
+    assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 1)  # max_attempts=3
+    assert [e.exception_class_path for e in result.errors] == [path]
 
 
 def test_async_task_runs():
@@ -200,6 +228,65 @@ def test_signals_are_sent_at_the_right_moments():
         ("started", B, S.RUNNING, 2),
         ("finished", B, S.SUCCESSFUL, 1, 1, True),
     ]
+
+
+def test_task_finished_of_a_failed_task_is_sent_in_its_exception_context(caplog):
+    seen = []
+
+    def on_finished(sender, task_result, **kwargs):
+        stored = task_backends["default"].get_result(task_result.id)  # already recorded
+        seen.append((task_result.status, stored.status, sys.exc_info()[1]))
+
+    task_finished.connect(on_finished)
+    try:
+        result = ct.refuse.enqueue("no thanks")
+        with caplog.at_level(logging.INFO, logger="django.tasks"):
+            run_jobs()
+    finally:
+        task_finished.disconnect(on_finished)
+    [(status, stored, exc)] = seen
+    assert (status, stored) == (TaskResultStatus.FAILED, TaskResultStatus.FAILED)
+    assert isinstance(exc, ct.Refused) and str(exc) == "no thanks"
+    [record] = [r for r in caplog.records if "state=FAILED" in r.getMessage()]
+    assert record.levelno == logging.ERROR and record.exc_info[1] is exc
+    frames = [f.name for f in traceback.extract_tb(record.exc_info[2])]
+    assert frames[-1] == "refuse" and "_send_finished" not in frames  # the task's traceback
+    assert sys.exc_info() == (None, None, None)
+    assert result.id in record.getMessage()
+
+
+def test_task_finished_of_a_retried_attempt_carries_its_exception_too():
+    seen = []
+
+    def on_finished(sender, task_result, **kwargs):
+        seen.append((task_result.status, type(sys.exc_info()[1])))
+
+    task_finished.connect(on_finished)
+    try:
+        ct.context_probe.enqueue(2)  # fails attempt 1, succeeds on attempt 2
+        ct.returns_set.enqueue()
+        run_jobs()
+    finally:
+        task_finished.disconnect(on_finished)
+    S = TaskResultStatus  # noqa: N806
+    assert sorted(seen, key=str) == [
+        (S.FAILED, TypeError), (S.READY, ct.Refused), (S.SUCCESSFUL, type(None))]
+
+
+def test_a_run_whose_lease_was_lost_is_not_reported_finished():
+    finished = []
+
+    def on_finished(sender, task_result, **kwargs):
+        finished.append(task_result.id)
+
+    task_finished.connect(on_finished)
+    try:
+        result = ct.loses_its_lease.enqueue()
+        run_jobs()
+    finally:
+        task_finished.disconnect(on_finished)
+    assert finished == []  # the worker that holds the lease will report it
+    assert job_of(result).status == JobStatus.RUNNING and job_of(result).locked_by == "other"
 
 
 # --- get_result ----------------------------------------------------------------------------------

@@ -2,10 +2,12 @@
 subprocess. Committed transactions (transaction=True), as in production."""
 
 import os
+import sys
 import threading
 
 import pytest
 
+from django_pgjobs.exceptions import JobTimeout
 from django_pgjobs.tasks_api import TaskResultStatus, task_finished, task_started
 from tests.conftest import eventually, run_worker
 from tests.testapp import tasks as t
@@ -52,11 +54,32 @@ def test_worker_threads_run_tasks_and_signal_from_the_right_threads():
 
 
 def test_a_task_over_its_timeout_fails_with_job_timeout():
-    result = t.sleepy.enqueue(1.5)
-    run_worker(lease_seconds=0.6)  # timeouts are checked with the heartbeat (lease / 3)
+    seen = []
+
+    def on_finished(sender, task_result, **kwargs):
+        seen.append((task_result.status, sys.exc_info()[1]))
+
+    task_finished.connect(on_finished)
+    try:
+        result = t.sleepy.enqueue(1.5)
+        run_worker(lease_seconds=0.6)  # timeouts are checked with the heartbeat (lease / 3)
+    finally:
+        task_finished.disconnect(on_finished)
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class_path == "django_pgjobs.exceptions.JobTimeout"
+    [(status, exc)] = seen  # the thread was abandoned: the exception is the recorded timeout
+    assert status == TaskResultStatus.FAILED and isinstance(exc, JobTimeout)
+    assert "longer than its timeout of 0.3s" in str(exc)
+
+
+def test_timestamps_are_ordered_with_a_real_worker():
+    results = [t.add.enqueue(1, 2), t.boom.enqueue("x")]
+    run_worker()
+    for r in results:
+        r.refresh()
+        assert r.is_finished
+        assert r.enqueued_at <= r.started_at == r.last_attempted_at <= r.finished_at
 
 
 def test_a_runjobs_subprocess_processes_task_jobs(start_worker):
