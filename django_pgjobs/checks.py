@@ -93,3 +93,26 @@ def check_schedules_and_retention(app_configs: Any = None, **kwargs: Any
             id="pgjobs.E108"))
     errors += _table_checks("pgjobs.E1")  # SCHEDULER_INTERVAL, PRUNE_INTERVAL (E109)
     return errors
+
+
+@checks.register()
+def check_tasks_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """PgJobsBackend configured in TASKS where no Tasks framework is installed (Django 5.2
+    without the backport): Django itself would say nothing, and @task would not exist."""
+    from django.conf import settings
+
+    from . import tasks_api
+
+    tasks = getattr(settings, "TASKS", None)
+    if tasks_api.AVAILABLE or not isinstance(tasks, dict):
+        return []
+    backend = "django_pgjobs.backend.PgJobsBackend"
+    ours = [alias for alias, cfg in tasks.items()
+            if isinstance(cfg, dict) and cfg.get("BACKEND") == backend]
+    if not ours:
+        return []
+    return [checks.Error(
+        f"TASKS[{ours[0]!r}] uses django_pgjobs.backend.PgJobsBackend, but Django's Tasks "
+        "framework is not installed",
+        hint="on Django 5.2: pip install 'django-pgjobs[tasks]' (the django-tasks backport) and "
+        "add 'django_tasks' to INSTALLED_APPS; Django 6.0 and later ship it", id="pgjobs.E014")]

@@ -7,7 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 try:  # Django >= 6.0
-    from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus, task, task_backends
+    from django.tasks import (
+        Task,
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+        default_task_backend,
+        task,
+        task_backends,
+    )
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import (
@@ -22,7 +30,14 @@ try:  # Django >= 6.0
     MODULE = "django.tasks"
 except ImportError:
     try:  # Django 5.2 with the backport
-        from django_tasks import TaskContext, TaskResult, TaskResultStatus, task, task_backends
+        from django_tasks import (
+            TaskContext,
+            TaskResult,
+            TaskResultStatus,
+            default_task_backend,
+            task,
+            task_backends,
+        )
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task, TaskError
         from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
@@ -45,7 +60,8 @@ MISSING = (
 __all__ = [
     "AVAILABLE", "MISSING", "MODULE", "BaseTaskBackend", "InvalidTask", "InvalidTaskBackend",
     "Task", "TaskContext", "TaskError", "TaskResult", "TaskResultDoesNotExist",
-    "TaskResultMismatch", "TaskResultStatus", "normalize_json", "task", "task_backends",
+    "TaskResultMismatch", "TaskResultStatus", "default_task_backend", "normalize_json", "task",
+    "task_backends",
     "task_enqueued", "task_finished", "task_started",
 ]
 

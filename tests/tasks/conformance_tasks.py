@@ -4,7 +4,7 @@ in-process workers only, a ``runjobs`` subprocess does not know them)."""
 import math
 import threading
 
-from django.tasks import task
+from django_pgjobs.tasks_api import task
 
 
 class Refused(Exception):  # noqa: N818 - reads well in assertions

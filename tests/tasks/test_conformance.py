@@ -13,14 +13,23 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 
-from django_pgjobs import conf, enqueue
+from django_pgjobs import conf, enqueue, tasks_api
 from django_pgjobs.backend import PgJobsBackend
 from django_pgjobs.models import Job
+from django_pgjobs.tasks_api import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    default_task_backend,
+    task,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 from django_pgjobs.testing import run_jobs
 from tests.conftest import eventually, run_worker, sql
 from tests.tasks import conformance_tasks as ct
@@ -291,7 +300,7 @@ def test_signals_of_a_failed_task_send_finished_in_its_exception(signals_seen):
 def test_task_finished_is_logged_with_the_traceback_of_a_failure(caplog):
     result = done(ct.refuse.enqueue("logged"))
     [record] = [r for r in caplog.records
-                if r.name == "django.tasks" and "state=FAILED" in r.getMessage()]
+                if r.name == tasks_api.MODULE and "state=FAILED" in r.getMessage()]
     assert result.id in record.getMessage() and record.exc_info[0] is ct.Refused
 
 
