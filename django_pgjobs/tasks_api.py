@@ -4,6 +4,8 @@ the Tasks API imports it from here; ``AVAILABLE`` is False when neither is insta
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 try:  # Django >= 6.0
@@ -13,9 +15,9 @@ try:  # Django >= 6.0
         TaskResult,
         TaskResultStatus,
         default_task_backend,
-        task,
         task_backends,
     )
+    from django.tasks import task as framework_task
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import (
@@ -35,9 +37,9 @@ except ImportError:
             TaskResult,
             TaskResultStatus,
             default_task_backend,
-            task,
             task_backends,
         )
+        from django_tasks import task as framework_task
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task, TaskError
         from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
@@ -51,6 +53,9 @@ except ImportError:
         MODULE = ""
 
 AVAILABLE = bool(MODULE)
+_TAKES_EXTRA = AVAILABLE and any(  # Django 6.1 and the backport: @task(**options)
+    p.kind is inspect.Parameter.VAR_KEYWORD
+    for p in inspect.signature(framework_task).parameters.values())
 MISSING = (
     "Django's Tasks framework is not installed: on Django 5.2 it comes from the django-tasks "
     "backport, `pip install 'django-pgjobs[tasks]'` (or `pip install django-tasks`) and add "
@@ -64,6 +69,30 @@ __all__ = [
     "task_backends",
     "task_enqueued", "task_finished", "task_started",
 ]
+
+
+_STANDARD = ("priority", "queue_name", "backend", "takes_context")
+
+
+def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Django's ``@task``, taking django-pgjobs' options (``max_attempts``, ``backoff``,
+    ``timeout``, ``unique_key`` …) on every version: Django 6.1 and the backport hand extra
+    options to the backend's task class, 6.0's decorator refuses them, so the task is built
+    here the way 6.1 builds it."""
+    require()
+    extra = {k: v for k, v in options.items() if k not in _STANDARD}
+    if not extra or _TAKES_EXTRA:
+        return framework_task(function, **options) if function else framework_task(**options)
+    standard = {k: v for k, v in options.items() if k in _STANDARD}
+
+    def wrapper(f: Callable[..., Any]) -> Any:
+        backend = standard.get("backend", "default")
+        return task_backends[backend].task_class(
+            priority=standard.get("priority", 0), func=f,
+            queue_name=standard.get("queue_name", "default"), backend=backend,
+            takes_context=standard.get("takes_context", False), run_after=None, **extra)
+
+    return wrapper(function) if function else wrapper
 
 
 def require() -> None:

@@ -76,15 +76,18 @@ def say(message: str) -> None:
 
 
 def find_python(version: str) -> str | None:
-    """An interpreter of ``version`` (pythonX.Y on PATH, or pyenv's newest X.Y)."""
-    found = shutil.which(f"python{version}")
-    if found:
-        return found
+    """A working interpreter of ``version``: pythonX.Y on PATH, or pyenv's newest X.Y (a pyenv
+    shim of a version that is not selected does not run, and is passed over)."""
+    candidates = [shutil.which(f"python{version}")]
     for root in (os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv"), "/root/.pyenv"):
         if root and (Path(root) / "versions").is_dir():
-            candidates = sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}"))
-            if candidates:
-                return str(candidates[-1])
+            candidates += sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}"),
+                                 reverse=True)
+    for c in filter(None, candidates):
+        ok = subprocess.run([str(c), "-c", "import venv, ensurepip"], capture_output=True,
+                            check=False)
+        if ok.returncode == 0:
+            return str(c)
     return None
 
 
