@@ -5,6 +5,10 @@ Public API::
     from django_pgjobs import handler, schedule, enqueue, enqueue_many, JobStatus, Retry, Fail
 """
 
+# The one place the version is written: pyproject.toml reads it ([tool.setuptools.dynamic]),
+# `manage.py pgjobs_health` and the admin dashboard show it.
+__version__ = "0.1.0.dev0"
+
 from .context import JobContext
 from .enqueue import enqueue, enqueue_many
 from .exceptions import (
@@ -39,4 +43,3 @@ __all__ = [
     "handler",
     "schedule",
 ]
-__version__ = "0.1.0.dev0"

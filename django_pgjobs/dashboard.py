@@ -1,6 +1,6 @@
 """The dashboard's numbers (HTML page and JSON twin), assembled from stats.py and the rollups.
 
-    build(hours)   -> a JSON-ready dict: queues, types, failures, workers, series
+    build(hours)   -> a JSON-ready dict: version, queues, types, failures, workers, series
     charts(data)   -> the SVG charts of that dict
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from . import charts, stats
+from . import __version__, charts, stats
 from .sql import rollups
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
@@ -35,6 +35,7 @@ def build(hours: int = DEFAULT_HOURS, using: str | None = None,
     minutes = rollups.minute_series(since, now + timedelta(minutes=1), using)
     depth = rollups.depth_series(since, using)
     return {
+        "version": __version__,
         "generated_at": now.isoformat(),
         "window_hours": hours,
         "queues": [q.as_dict() for q in stats.queue_stats(using, now)],

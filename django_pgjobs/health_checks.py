@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import connections
 
-from . import conf, db, registry
+from . import __version__, conf, db, registry
 from .status import PENDING_SQL, RUNNING_SQL
 from .tables import JOB_TABLE, QUEUE_TABLE, SCHEDULE_FIRE_TABLE, SCHEDULE_TABLE, WORKER_TABLE
 
@@ -99,7 +99,8 @@ def report(thresholds: Thresholds | None = None, using: str | None = None) -> di
     t = thresholds or Thresholds()
     metrics = collect(t, using=using)
     problems = evaluate(metrics, t)
-    return {"healthy": not problems, "problems": problems, "metrics": metrics,
+    return {"version": __version__, "healthy": not problems, "problems": problems,
+            "metrics": metrics,
             "thresholds": {**asdict(t), "stale_lease_grace": t.grace()}}
 
 

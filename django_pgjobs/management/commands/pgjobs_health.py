@@ -59,6 +59,7 @@ class Command(BaseCommand):
     def _print(self, result: dict[str, Any]) -> None:
         m = result["metrics"]
         w = self.stdout.write
+        w(f"django-pgjobs {result['version']}")
         for name, t in m["tables"].items():
             w(f"{name}: {_mb(t['total_bytes'])} (table {_mb(t['table_bytes'])}, indexes "
               f"{_mb(t['index_bytes'])}), {t['live_tuples']} live / {t['dead_tuples']} dead "
