@@ -6,7 +6,10 @@ from __future__ import annotations
 import io
 import json
 import re
-import tomllib
+try:
+    import tomllib
+except ImportError:  # Python 3.10: tomli, the same parser (pytest depends on it there)
+    import tomli as tomllib
 
 import pytest
 from django.core.management import call_command
