@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+
 try:
     import tomllib
 except ImportError:  # Python 3.10: tomli, the same parser (pytest depends on it there)
