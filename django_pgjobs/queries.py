@@ -582,7 +582,7 @@ SET status = v.status,
     error = 'lease expired: worker ' || COALESCE(j.locked_by, '?')
             || ' stopped renewing it (crashed, killed or stalled) during attempt '
             || j.attempts || '/' || j.max_attempts,
-    finished_at = CASE WHEN v.status = {FAILED_SQL} THEN now() END,
+    finished_at = CASE WHEN v.status = {FAILED_SQL} THEN clock_timestamp() END,  -- as the claim
     run_after = CASE WHEN v.status = {FAILED_SQL} THEN j.run_after
                 ELSE now() + v.delay * interval '1 second' END,
     history = {_HISTORY_REAPED},

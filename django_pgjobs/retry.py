@@ -73,12 +73,6 @@ def backoff(
     return _exponential(spec, attempt, rand), None
 
 
-def retry_delay(spec: HandlerSpec | None, attempt: int,
-                rand: Callable[[], float] = random.random) -> float:
-    """The backoff of a job type for the attempt that just failed."""
-    return backoff(spec, attempt, rand)[0]
-
-
 def _exponential(spec: HandlerSpec | None, attempt: int, rand: Callable[[], float]) -> float:
     base = spec.backoff_base if spec and spec.backoff_base is not None else conf.get("BACKOFF_BASE")
     cap = spec.backoff_max if spec and spec.backoff_max is not None else conf.get("BACKOFF_MAX")

@@ -79,3 +79,14 @@ def test_jobs_of_a_type_registered_nowhere_get_the_global_policy(settings):
     found = delays(ids)
     assert all(45 - 1 <= d <= 55 for d in found), found  # BACKOFF_BASE 50 s +/- 10% jitter
     assert len({round(d, 3) for d in found}) > 1, found  # jittered like any retry
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_job_failed_by_the_reaper_finishes_after_it_started_inside_one_transaction():
+    """Inside a TestCase's transaction now() stands still: the reaper stamps the end with the
+    clock the claim stamped the start with."""
+    enqueue("test.outcome.reap_fixed", {}, max_attempts=1)
+    ids = expire("test.outcome.reap_fixed")
+    assert reap() == {"rescued": 0, "failed": 1}
+    job = Job.objects.get(pk=ids[0])
+    assert job.created_at <= job.started_at <= job.finished_at
