@@ -83,6 +83,8 @@ class Job(models.Model):
     cancel_requested = models.BooleanField(default=False, db_default=False)
     # One entry per attempt that did not end the job (retry, lease expiry, shutdown release).
     history = models.JSONField(default=list, db_default=[], blank=True)
+    # What the handler last reported with job.progress(): {"done", "total", "note", "at"}.
+    progress = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = JOB_TABLE
