@@ -305,3 +305,17 @@ def test_router_and_check(settings, on_queue):
     if on_queue:  # the routed test databases: the tables were migrated to "queue" only
         assert "pgjobs_job" in pgjobs_tables("queue")
         assert rows("queue", "SELECT to_regclass('auth_user') IS NULL") == [(True,)]
+
+
+def test_every_command_takes_database(settings):
+    settings.PGJOBS = {**settings.PGJOBS, "DATABASE": "default"}
+    enqueue("test.echo", {"n": 1}, using="queue")
+    call_command("pgjobs_stats", "--database", "queue", "--json", stdout=(out := StringIO()))
+    assert json.loads(out.getvalue())["queues"][0]["due"] == 1
+    with pytest.raises(SystemExit):
+        call_command("pgjobs_health", "--database", "queue", "--json", stdout=(out := StringIO()))
+    assert "1 jobs are due" in json.loads(out.getvalue())["problems"][0]
+    call_command("pgjobs_queue", "--database", "queue", "pause", "default", stdout=StringIO())
+    assert rows("queue", "SELECT name, paused FROM pgjobs_queue") == [("default", True)]
+    call_command("pgjobs_prune", "--database", "queue", "--dry-run", stdout=(out := StringIO()))
+    assert "would delete 0 COMPLETED" in out.getvalue()
