@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 
@@ -23,10 +23,12 @@ from .exceptions import InvalidJobOption
 from .tables import JOB_TABLE
 from .tracing import current_trace_id
 
-if TYPE_CHECKING:
-    from .models import Job
-
 logger = logging.getLogger(__name__)
+
+_LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended('pgjobs.key:' || %s, 0))"
+# Any job with the key, by pgjobs_job_unique_key_idx. No ORDER BY id: with one, the planner may
+# walk the primary key backwards through every job instead.
+_FIND_KEY = f"SELECT id FROM {JOB_TABLE} WHERE unique_key = %s LIMIT 1"
 
 
 def enqueue_on_commit(
@@ -62,34 +64,29 @@ def enqueue_on_commit(
 
 
 def enqueue_once(type: str, config: Mapping[str, Any] | None = None, *,  # noqa: A002
-                 key: str, using: str | None = None, **options: Any) -> Job:
-    """The job with ``key`` if one exists (``deduplicated`` True), else a new one with that
-    key; concurrent calls with one key are serialized by an advisory lock on the key."""
+                 key: str, using: str | None = None, **options: Any) -> tuple[int, bool]:
+    """(id, True) of a new job with ``key``, or (id, False) of a job that has it, in any
+    status; concurrent calls with one key are serialized by an advisory lock on the key."""
     alias = using or conf.get("DATABASE")
     with transaction.atomic(using=alias), db.cursor(alias) as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended('pgjobs.key:' || %s, 0))",
-                    [key])
-        cur.execute(f"SELECT id FROM {JOB_TABLE} WHERE unique_key = %s ORDER BY id DESC LIMIT 1",
-                    [key])
+        cur.execute(_LOCK_KEY, [key])
+        cur.execute(_FIND_KEY, [key])
         row = cur.fetchone()
-        if row is None:
-            return enqueue(type, config, unique_key=key, using=alias, **options)
-    from .models import Job
-
-    job = Job.objects.using(alias).get(pk=row[0])
-    job.deduplicated = True  # type: ignore[attr-defined]
-    return job
+        if row is not None:
+            return row[0], False
+        job = enqueue(type, config, unique_key=key, using=alias, **options)
+        return job.id, not getattr(job, "deduplicated", False)
 
 
 def _after_commit(type: str, config: Any, key: str, using: str,  # noqa: A002
                   options: dict[str, Any]) -> None:
     try:
-        job = enqueue_once(type, config, key=key, **options)
+        job_id, created = enqueue_once(type, config, key=key, **options)
     except Exception:
         logger.exception("job not enqueued after the commit on %r (key %r): call "
                          "enqueue_on_commit again with this key", using, key,
                          extra={"action": "job.enqueue_after_commit_failed"})
         raise
-    state = "already there" if getattr(job, "deduplicated", False) else "enqueued"
-    logger.debug("job %s %s after the commit on %r (key %r)", job.id, state, using, key,
+    logger.debug("job %s %s after the commit on %r (key %r)", job_id,
+                 "enqueued" if created else "already there", using, key,
                  extra={"action": "job.enqueued_after_commit"})

@@ -41,7 +41,7 @@ ADMIN = "/admin/django_pgjobs/job/"
 def rows(alias: str, query: str, params: object = None) -> list[tuple]:
     with connections[alias].cursor() as cur:
         cur.execute(query, params)
-        return cur.fetchall()
+        return cur.fetchall() if cur.description else []
 
 
 def pgjobs_tables(alias: str) -> list[str]:
@@ -319,3 +319,13 @@ def test_every_command_takes_database(settings):
     assert rows("queue", "SELECT name, paused FROM pgjobs_queue") == [("default", True)]
     call_command("pgjobs_prune", "--database", "queue", "--dry-run", stdout=(out := StringIO()))
     assert "would delete 0 COMPLETED" in out.getvalue()
+
+
+def test_the_key_lookup_uses_its_index():
+    from django_pgjobs.on_commit import _FIND_KEY
+
+    rows("queue", "INSERT INTO pgjobs_job (type, status, unique_key, finished_at) SELECT "
+                  "'test.noop', 'COMPLETED', 'k' || i, now() FROM generate_series(1, 20000) i")
+    rows("queue", "ANALYZE pgjobs_job")
+    plan = "\n".join(r[0] for r in rows("queue", "EXPLAIN " + _FIND_KEY, ["k77"]))
+    assert "pgjobs_job_unique_key_idx" in plan and "Seq Scan" not in plan, plan
