@@ -267,6 +267,33 @@ def test_a_retry_after_a_crash_between_the_two_commits_enqueues_exactly_once():
     assert [s for _, _, s in queue_jobs(unique_key="receipt:8")] == ["COMPLETED"]
 
 
+CRASHING_ORDER = """
+import os, django
+django.setup()
+from django.db import transaction
+from django_pgjobs import enqueue_on_commit
+from tests.testapp.models import Effect
+with transaction.atomic(using="default"):
+    Effect.objects.create(job_id=0, value="order 9")
+    transaction.on_commit(lambda: os._exit(9), using="default")  # dies after the commit
+    enqueue_on_commit("test.echo", {"order": 9}, key="receipt:9", using="default")
+"""
+
+
+def test_a_process_killed_between_the_two_commits_is_repaired_by_calling_again():
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "DJANGO_SETTINGS_MODULE": "tests.queuedb.routed_settings",
+           "PGJOBS_TEST_DB_NAME": connections["default"].settings_dict["NAME"],
+           "PGJOBS_TEST_QUEUE_DB_NAME": connections["queue"].settings_dict["NAME"]}
+    done = subprocess.run([sys.executable, "-c", CRASHING_ORDER], cwd=ROOT, env=env,  # noqa: S603
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 9, done.stderr
+    assert Effect.objects.filter(value="order 9").exists() and queue_jobs() == []
+    enqueue_on_commit("test.echo", {"order": 9}, key="receipt:9", using="default")
+    enqueue_on_commit("test.echo", {"order": 9}, key="receipt:9", using="default")
+    assert len(queue_jobs(unique_key="receipt:9")) == 1
+
+
 def test_concurrent_retries_of_one_key_enqueue_one_job():
     barrier, errors = threading.Barrier(6), []
 
