@@ -2,7 +2,8 @@
 
 Public API::
 
-    from django_pgjobs import handler, schedule, enqueue, enqueue_many, JobStatus, Retry, Fail
+    from django_pgjobs import handler, schedule, enqueue, enqueue_many, enqueue_on_commit,
+                              JobStatus, Retry, Fail
 """
 
 # The one place the version is written: pyproject.toml reads it ([tool.setuptools.dynamic]),
@@ -22,6 +23,7 @@ from .exceptions import (
     Retry,
     UnknownJobType,
 )
+from .on_commit import enqueue_on_commit
 from .registry import handler
 from .scheduler import schedule
 from .status import JobStatus
@@ -40,6 +42,7 @@ __all__ = [
     "UnknownJobType",
     "enqueue",
     "enqueue_many",
+    "enqueue_on_commit",
     "handler",
     "schedule",
 ]

@@ -52,7 +52,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             errors.append(checks.Error(
                 f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses {engine}",
                 id="pgjobs.E007"))
+        errors += _check_routing(alias)
     return errors
+
+
+def _check_routing(alias: str) -> list[checks.CheckMessage]:
+    """W006: a queue database of its own that the routers do not send django_pgjobs to."""
+    from django.db import DEFAULT_DB_ALIAS, router
+
+    from .models import Job
+
+    wrong = []
+    if router.db_for_write(Job) != alias:
+        wrong.append(f"writes go to {router.db_for_write(Job)!r}")
+    if not router.allow_migrate_model(alias, Job):
+        wrong.append(f"migrations may not create its tables on {alias!r}")
+    if alias != DEFAULT_DB_ALIAS and router.allow_migrate_model(DEFAULT_DB_ALIAS, Job):
+        wrong.append(f"migrate creates its tables on {DEFAULT_DB_ALIAS!r} too")
+    if not wrong:
+        return []
+    return [checks.Warning(
+        f"PGJOBS['DATABASE'] is {alias!r} but the database routers disagree: "
+        + "; ".join(wrong),
+        hint="add 'django_pgjobs.routers.QueueRouter' to DATABASE_ROUTERS and run "
+        f"`manage.py migrate --database {alias}` (docs/queue-database.md)", id="pgjobs.W006")]
 
 
 # --- cron schedules, retention, maintenance intervals (pgjobs.E101 …) --------------------------

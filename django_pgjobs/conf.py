@@ -210,7 +210,8 @@ class Setting:
 SETTINGS: list[Setting] = [
     # E007 (the alias is not PostgreSQL) is the hand-written follow-up in checks.py.
     Setting("DATABASE", "default", Alias(), "pgjobs.E006",
-            "database alias that holds the jobs table", option="using"),
+            "database alias of every table and statement of the queue; a database of its own: "
+            "see docs/queue-database.md (QueueRouter, W006)", option="using"),
     Setting("DEFAULT_QUEUE", "default", Custom(_queue_name, "a queue name"), "pgjobs.E012",
             "queue of a job when neither `enqueue()` nor its handler names one",
             hint="1-63 characters among letters, digits and '_.:-', starting with a letter, "

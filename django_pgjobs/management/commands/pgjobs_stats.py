@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from ... import stats
+from ..arguments import add_database_flag
 
 
 class Command(BaseCommand):
@@ -16,7 +17,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-        parser.add_argument("--database", default=None, help="database alias (default: PGJOBS)")
+        add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         data = stats.snapshot(opts["database"])

@@ -6,12 +6,20 @@ import argparse
 import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from ... import conf
 from ...exceptions import InvalidJobOption
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
-from ..arguments import add_setting_flags, flag_warnings, positive_int, setting_flags
+from ..arguments import (
+    add_database_flag,
+    add_setting_flags,
+    flag_warnings,
+    positive_int,
+    setting_flags,
+)
 
 
 def _queues(value: str) -> list[str]:
@@ -62,9 +70,13 @@ class Command(BaseCommand):
                             help="do not fire cron schedules from this worker")
         parser.add_argument("--no-prune", action="store_true",
                             help="do not delete old finished jobs from this worker")
+        add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         console.setup(opts["verbosity"])
+        if opts["database"]:  # for the whole process: its handlers' enqueues go there too
+            settings.PGJOBS = {**getattr(settings, "PGJOBS", {}), "DATABASE": opts["database"]}
+            conf.get_settings.cache_clear()
         for warning in flag_warnings(opts):  # e.g. --lease under 3 s, worded as pgjobs.W001
             self.stderr.write(f"WARNING: {warning}", style_func=self.style.WARNING)
         options = WorkerOptions.from_settings(
