@@ -22,6 +22,7 @@ from .tables import JOB_TABLE
 
 logger = logging.getLogger(__name__)
 
+
 def cursor(using: str | None):
     """Django's own cursor on ``using`` (PGJOBS["DATABASE"] by default); a context manager."""
     return connections[using or conf.get("DATABASE")].cursor()
@@ -32,8 +33,6 @@ PIPELINE = psycopg.Pipeline.is_supported()  # libpq >= 14 (psycopg[binary] bundl
 
 
 class _PreparingCursor(ServerBindingCursor):
-    alias = ""  # the Django alias, for _fall_back_if_pooler
-
     """Binds parameters on the server and prepares each statement once per connection.
 
     Django turns psycopg's automatic preparation off (prepare_threshold None) and binds on the
@@ -41,6 +40,8 @@ class _PreparingCursor(ServerBindingCursor):
     keeps the prepared names per connection (a reconnect starts
     afresh) and ``prepare=True`` asks for it, but only while a threshold is set.
     """
+
+    alias = ""  # the Django alias, for _fall_back_if_pooler
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         conn = self.connection
@@ -50,7 +51,7 @@ class _PreparingCursor(ServerBindingCursor):
         try:
             return super().execute(query, params, prepare=True, **kwargs)
         except psycopg.Error as exc:
-            _fall_back_if_pooler(getattr(self, "alias", ""), exc)
+            _fall_back_if_pooler(self.alias, exc)
             raise
         finally:
             conn.prepare_threshold = threshold

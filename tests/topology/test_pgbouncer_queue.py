@@ -127,3 +127,29 @@ def test_the_pool_is_really_shared_and_found(pooled, bouncer):
         assert server_pids(pooled, 1) != before
     finally:
         holder.close()
+
+
+def test_nothing_of_ours_stays_on_a_server_connection_of_the_pool(pooled, bouncer):
+    """Naming the session and the generic-plan switch are session state: through the pool
+    neither is set (another client would inherit them from the server connection); on a
+    direct connection both are (so this test can fail)."""
+    import psycopg
+    from django.db import connection, connections
+
+    from django_pgjobs import db
+
+    enqueue_many("test.noop", [{}] * 10_000)
+    sql("ANALYZE pgjobs_job")  # statistics past GENERIC_PLANS_MIN_ROWS
+    with pooled_settings(pooled, PREPARED_STATEMENTS=True):
+        for alias in (pooled, "default"):
+            connections[alias].ensure_connection()
+            db.tag_session(connections[alias], "pgjobs:test:main")
+            db.use_generic_plans(alias)
+    assert sql("SHOW plan_cache_mode") == [("force_generic_plan",)]  # direct: set
+    assert sql("SHOW application_name") == [("pgjobs:test:main",)]
+    other = psycopg.connect(bouncer.url_for(connection.settings_dict["NAME"]), autocommit=True)
+    try:  # the pool hands it the server connection "pooled" used last
+        assert other.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
+        assert other.execute("SHOW application_name").fetchone() == ("",)
+    finally:
+        other.close()
