@@ -70,9 +70,9 @@ def _listen_through_pooler() -> list[checks.CheckMessage]:
         return []
     setting = "PGJOBS['DATABASE']" if listen_db is None else "PGJOBS['LISTEN_DATABASE']"
     return [checks.Warning(
-        f"the worker's listener would LISTEN through a transaction pooler: {setting} is "
-        f"{alias!r}, whose DATABASES entry sets DISABLE_SERVER_SIDE_CURSORS; workers poll "
-        "instead (PGJOBS['POLL_INTERVAL'])",
+        "the worker's listener would wait for wakeups through a transaction pooler, where it "
+        f"never hears one: {setting} is {alias!r}, whose DATABASES entry sets "
+        "DISABLE_SERVER_SIDE_CURSORS; workers poll instead (PGJOBS['POLL_INTERVAL'])",
         hint="set PGJOBS['LISTEN_DATABASE'] to a direct connection to the same database: an "
              "alias of DATABASES without the pooler, or a libpq DSN (see docs/topology.md)",
         id="pgjobs.W002")]
