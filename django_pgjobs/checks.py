@@ -53,6 +53,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses {engine}",
                 id="pgjobs.E007"))
         errors += _check_routing(alias)
+    errors += _listen_through_pooler()
     return errors
 
 
@@ -76,6 +77,28 @@ def _check_routing(alias: str) -> list[checks.CheckMessage]:
         + "; ".join(wrong),
         hint="add 'django_pgjobs.routers.QueueRouter' to DATABASE_ROUTERS and run "
         f"`manage.py migrate --database {alias}` (docs/queue-database.md)", id="pgjobs.W006")]
+
+
+def _listen_through_pooler() -> list[checks.CheckMessage]:
+    """W002: the listener's database declares a transaction pooler (Django's sign of one,
+    DISABLE_SERVER_SIDE_CURSORS), where LISTEN never hears a NOTIFY. Workers then poll."""
+    from django.db import connections
+
+    s = conf.get_settings()
+    listen_db = s["LISTEN_DATABASE"]
+    alias = s["DATABASE"] if listen_db is None else listen_db
+    if not isinstance(alias, str) or alias not in connections.settings:
+        return []  # a DSN (its user's choice), or a bad value (E006, E015)
+    if not connections.settings[alias].get("DISABLE_SERVER_SIDE_CURSORS"):
+        return []
+    setting = "PGJOBS['DATABASE']" if listen_db is None else "PGJOBS['LISTEN_DATABASE']"
+    return [checks.Warning(
+        "the worker's listener would wait for wakeups through a transaction pooler, where it "
+        f"never hears one: {setting} is {alias!r}, whose DATABASES entry sets "
+        "DISABLE_SERVER_SIDE_CURSORS; workers poll instead (PGJOBS['POLL_INTERVAL'])",
+        hint="set PGJOBS['LISTEN_DATABASE'] to a direct connection to the same database: an "
+             "alias of DATABASES without the pooler, or a libpq DSN (see docs/topology.md)",
+        id="pgjobs.W002")]
 
 
 # --- cron schedules, retention, maintenance intervals (pgjobs.E101 …) --------------------------

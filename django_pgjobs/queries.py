@@ -498,7 +498,7 @@ def finalize_and_claim(
     if pipelined:
         conn = connections[alias]
         fin, cl = db.prepared_cursor(alias, 0), db.prepared_cursor(alias, 1)
-        with conn.wrap_database_errors, conn.connection.pipeline():  # errors come at the sync
+        with db.pipeline(conn):
             fin.execute(_FINALIZE, _finalize_params(completions))
             cl.execute(_CLAIM, _claim_params(**claim_args))
         return {r[0] for r in fin.fetchall()}, _rows(cl)

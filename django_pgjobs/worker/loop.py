@@ -35,7 +35,7 @@ from django.db.backends.signals import connection_created
 
 from .. import conf, db, health, queries, registry, rollup, signals
 from ..sql import workers
-from . import executor, maintenance
+from . import executor, maintenance, pooler
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
@@ -218,7 +218,10 @@ class Worker:
             t = threading.Thread(target=self._executor_thread, name=f"pgjobs-exec-{i}", daemon=True)
             t.start()
             self._threads.append(t)
-        if o.listen and not o.burst:
+        listen = o.listen and not o.burst
+        if not o.inline:  # the caller's connection (run_jobs) is not ours to probe
+            listen = pooler.check_at_start(self.using, listen=listen, poll_interval=o.poll_interval)
+        if listen:
             self._listener = Listener(
                 alias=self.using, channel=conf.get("NOTIFY_CHANNEL"), queues=o.queues,
                 wake=self.wake, application_name=self._app_name("listen"),
@@ -457,8 +460,6 @@ class Worker:
         role = ("main" if thread is threading.main_thread()
                 else "services" if thread.name == "pgjobs-services" else "exec")
         try:
-            with connection.cursor() as cur:
-                cur.execute("SELECT set_config('application_name', %s, false)",
-                            [self._app_name(role)])
+            db.tag_session(connection, self._app_name(role))
         except DatabaseError:  # pragma: no cover - tagging is best effort
             pass
