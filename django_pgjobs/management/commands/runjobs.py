@@ -6,12 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError
 
-from ...exceptions import InvalidJobOption
+from ... import conf, db
+from ...exceptions import InvalidJobOption, NotMigrated
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
-from ..arguments import add_setting_flags, flag_warnings, positive_int, setting_flags
+from ..arguments import add_setting_flags, bounded, flag_warnings, positive_int, setting_flags
 
 
 def _queues(value: str) -> list[str]:
@@ -22,6 +24,10 @@ def _queues(value: str) -> list[str]:
         return [check_queue(q) for q in names]
     except InvalidJobOption as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+_seconds = bounded(float, low=0, high=conf.MAX_SECONDS, low_inclusive=False,
+                   what="a number of seconds > 0")
 
 
 def _worker_id(value: str) -> str:
@@ -50,6 +56,9 @@ class Command(BaseCommand):
         add_setting_flags(parser)
         parser.add_argument("--burst", action="store_true",
                             help="process every due job, then exit 0")
+        parser.add_argument("--give-up-after", type=_seconds, metavar="SECONDS", default=60.0,
+                            help="with --burst: exit with code 4 once the database stayed "
+                                 "unreachable this long (default 60)")
         parser.add_argument("--max-jobs", type=positive_int, help="exit after this many jobs")
         parser.add_argument("--worker-id", type=_worker_id, help="name shown in logs and admin")
         parser.add_argument("--no-listen", action="store_true",
@@ -69,12 +78,19 @@ class Command(BaseCommand):
             self.stderr.write(f"WARNING: {warning}", style_func=self.style.WARNING)
         options = WorkerOptions.from_settings(
             **setting_flags(opts), queues=opts["queues"], burst=opts["burst"] or None,
+            give_up_after=opts["give_up_after"],
             max_jobs=opts["max_jobs"], worker_id=opts["worker_id"],
             listen=False if opts["no_listen"] else None,
             health_port=opts["health_port"], health_host=opts["health_host"],
             scheduler=False if opts["no_scheduler"] else None,
             prune=False if opts["no_prune"] else None,
         )
+        try:
+            db.require_tables(options.using)
+        except (OperationalError, InterfaceError):  # down: the worker waits for it (or gives up)
+            pass
+        except NotMigrated as exc:
+            raise CommandError(str(exc)) from None
         code = Worker(options).run()
         if code:
             sys.exit(code)
