@@ -9,7 +9,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError
 
-from ... import conf, db
+from django.conf import settings
+
+from ... import conf, db, registry, scheduler
+from ...sql import queues
 from ...exceptions import InvalidJobOption, NotMigrated
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
@@ -44,6 +47,20 @@ def _port(value: str) -> int:
     if not 0 <= n <= 65535:
         raise argparse.ArgumentTypeError(f"expected a TCP port 0-65535, got {n}")
     return n
+
+
+def unknown_queues(names: list[str], using: str) -> list[str]:
+    """Those of ``names`` that nothing names: handlers, tasks, schedules, DEFAULT_QUEUE, queue
+    controls, pending jobs (the last looked up only for names the others do not know)."""
+    known = {conf.get("DEFAULT_QUEUE"), *queues.queue_names(using)}
+    known.update(spec.effective_queue() for spec in map(registry.get, registry.registered_types())
+                 if spec is not None)
+    known.update(s.queue for s in scheduler.load()[0] if s.queue)
+    for backend in getattr(settings, "TASKS", {}).values():
+        if isinstance(backend, dict) and backend.get("BACKEND", "").startswith("django_pgjobs."):
+            known.update(backend.get("QUEUES") or [])
+    unknown = [n for n in names if n not in known]
+    return [n for n in unknown if not queues.has_pending(n, using)]
 
 
 class Command(BaseCommand):
@@ -87,6 +104,11 @@ class Command(BaseCommand):
         )
         try:
             db.require_tables(options.using)
+            for name in unknown_queues(options.queues or [], options.using):
+                self.stderr.write(
+                    f"WARNING: --queues {name}: no handler, task, schedule, queue control or "
+                    f"pending job names the queue {name!r}; this worker only runs jobs enqueued "
+                    "there explicitly (is it a typo?)", style_func=self.style.WARNING)
         except (OperationalError, InterfaceError):  # down: the worker waits for it (or gives up)
             pass
         except NotMigrated as exc:
