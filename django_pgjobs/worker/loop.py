@@ -52,7 +52,7 @@ BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batc
 BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
 EXIT_DATABASE_UNREACHABLE = 4  # a burst worker gave up on the database (--give-up-after)
-FIRST_SERVICES = ("queue_controls", "reaper", "unknown_types")  # before the first claim
+FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
 
 
 class Worker:

@@ -140,7 +140,8 @@ class RollupPrune(Service):
 
 class UnknownTypes(Service):
     """Names the due jobs of types no handler here knows (never claimed: they wait for a worker
-    that registers them): one warning per type for the life of the worker."""
+    that registers them): one warning per type for the life of the worker. Its query walks the
+    due jobs, hence the long interval, and not before the first claim."""
 
     name = "unknown_types"
     interval = 300.0
@@ -168,19 +169,18 @@ class UnknownTypes(Service):
 def services_for(options: WorkerOptions, recorder: rollup.Recorder,
                  publish_limited: Callable[[list[str]], None]) -> list[Service]:
     """The services a worker with these options runs. A burst worker (and run_jobs()) only
-    rescues, reads queue controls and flushes counts; cron and pruning are for long-lived ones."""
+    rescues, reads queue controls and flushes counts; cron, pruning and the rest are for
+    long-lived ones."""
     o, using = options, options.using
     services: list[Service] = [
         QueueControls(using, o.queues, publish_limited),
         Reaper(using, o.reap_interval),
         RollupFlush(using, recorder),
     ]
-    if not o.inline:  # runjobs, not run_jobs(): a test's query counts stay as they were
-        services.append(UnknownTypes(using))
     if o.burst:
         return services
     if o.scheduler:
         services.append(Scheduler(using, o.scheduler_interval))
     if o.prune:
         services.append(Pruner(using, o.prune_interval))
-    return [*services, DepthSample(using), RollupPrune(using)]
+    return [*services, DepthSample(using), RollupPrune(using), UnknownTypes(using)]

@@ -6,14 +6,13 @@ import argparse
 import sys
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError
 
-from django.conf import settings
-
 from ... import conf, db, registry, scheduler
-from ...sql import queues
 from ...exceptions import InvalidJobOption, NotMigrated
+from ...sql import queues
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
 from ..arguments import add_setting_flags, bounded, flag_warnings, positive_int, setting_flags
