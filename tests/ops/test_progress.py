@@ -122,3 +122,13 @@ def test_a_task_reports_progress_through_its_context_and_its_result_shows_it():
     assert {k: result.progress[k] for k in ("done", "total", "note")} == {
         "done": 5, "total": 5, "note": "counted"}
     assert count_up.get_result(result.id).progress["done"] == 5
+
+
+@pytest.mark.django_db
+def test_run_jobs_in_a_test_transaction_stores_the_last_progress():
+    from django_pgjobs.testing import run_jobs
+
+    job = enqueue("test.progress", {"n": 4, "pause": 0})
+    [ran] = run_jobs()
+    assert ran.id == job.id and ran.status == JobStatus.COMPLETED
+    assert (ran.progress["done"], ran.progress["total"], ran.progress["note"]) == (4, 4, "item 4")
