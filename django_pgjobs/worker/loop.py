@@ -378,13 +378,12 @@ class Worker:
 
     def _on_db_error(self, exc: BaseException) -> None:
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), 30.0)
-        if self.options.burst and not self._stopping.is_set() and self._give_up(exc):
-            return
-        logger.error(
-            "database error in the worker loop (%s: %s); retrying in %.2fs",
-            exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
-            extra={"action": "worker.db_error"},
-        )
+        if not (self.options.burst and not self._stopping.is_set() and self._give_up(exc)):
+            logger.error(
+                "database error in the worker loop (%s: %s); retrying in %.2fs",
+                exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
+                extra={"action": "worker.db_error"},
+            )
         try:
             connections[self.using].close()
         except Exception:  # noqa: BLE001,S110
@@ -401,8 +400,8 @@ class Worker:
             self._db_backoff = min(self._db_backoff, left)
             return False
         logger.error(
-            "the database stayed unreachable for %.0fs (%s: %s): giving up, nothing was run "
-            "meanwhile (runjobs --burst --give-up-after %g)", now - self._db_down_since,
+            "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
+            "left (runjobs --burst --give-up-after %g)", now - self._db_down_since,
             exc.__class__.__name__, " ".join(str(exc).split())[:300],
             self.options.give_up_after, extra={"action": "worker.gave_up"},
         )
