@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connections
 
 from ... import conf, db, registry, scheduler
 from ...exceptions import InvalidJobOption, NotMigrated
@@ -112,6 +112,8 @@ class Command(BaseCommand):
             pass
         except NotMigrated as exc:
             raise CommandError(str(exc)) from None
+        finally:  # the worker opens its own, tagged with its name (application_name)
+            connections[options.using].close()
         code = Worker(options).run()
         if code:
             sys.exit(code)
