@@ -51,6 +51,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         if engine != "django.db.backends.postgresql":
             errors.append(checks.Error(
                 f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses {engine}",
+                hint=f"set DATABASES[{alias!r}]['ENGINE'] = 'django.db.backends.postgresql' "
+                     "(with NAME, USER, PASSWORD, HOST and PORT of your PostgreSQL; pip install "
+                     "'psycopg[binary]'), or PGJOBS['DATABASE'] to an alias that uses it",
                 id="pgjobs.E007"))
         errors += _check_routing(alias)
     errors += _listen_through_pooler()

@@ -11,16 +11,42 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, ProgrammingError, connections
 from django.db.backends.postgresql.base import ServerBindingCursor
 from django.utils.asyncio import async_unsafe
 from psycopg.postgres import types as pg_types
 from psycopg.pq import Format
 
 from . import conf
+from .exceptions import NotMigrated
 from .tables import JOB_TABLE
 
 logger = logging.getLogger(__name__)
+
+
+def require_tables(using: str | None = None) -> None:
+    """NotMigrated unless the jobs table exists (one catalog lookup)."""
+    alias = using or conf.get("DATABASE")
+    with cursor(alias) as cur:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", [JOB_TABLE])
+        if not cur.fetchone()[0]:
+            raise NotMigrated(alias)
+
+
+def raise_if_not_migrated(exc: Exception, using: str | None = None) -> None:
+    """NotMigrated (run migrate) if ``exc`` is "relation pgjobs_... does not exist"."""
+    if getattr(exc.__cause__, "sqlstate", None) == "42P01" and "pgjobs_" in str(exc):
+        raise NotMigrated(using or conf.get("DATABASE")) from exc
+
+
+@contextmanager
+def tables_required(using: str | None = None) -> Iterator[None]:
+    """Within it, "relation pgjobs_... does not exist" becomes NotMigrated (run migrate)."""
+    try:
+        yield
+    except ProgrammingError as exc:
+        raise_if_not_migrated(exc, using)
+        raise
 
 
 def cursor(using: str | None):

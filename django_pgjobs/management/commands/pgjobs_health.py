@@ -61,6 +61,10 @@ class Command(BaseCommand):
         m = result["metrics"]
         w = self.stdout.write
         w(f"django-pgjobs {result['version']}")
+        if m is None:  # the database is unreachable or not migrated: problems say which
+            for problem in result["problems"]:
+                self.stderr.write(f"UNHEALTHY: {problem}")
+            return
         for name, t in m["tables"].items():
             w(f"{name}: {_mb(t['total_bytes'])} (table {_mb(t['table_bytes'])}, indexes "
               f"{_mb(t['index_bytes'])}), {t['live_tuples']} live / {t['dead_tuples']} dead "
