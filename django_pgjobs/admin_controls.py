@@ -30,7 +30,7 @@ def _specs() -> dict[str, scheduler.ScheduleSpec]:
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     list_display = ("name", "job_type", "cron", "enabled", "last_fire", "last_job",
-                    "next_run", "run_now_requested")
+                    "next_run", "run_now_col")
     list_filter = ("enabled",)
     search_fields = ("name",)
     readonly_fields = ("name", "job_type", "cron", "enabled", "last_fire", "last_job",
@@ -60,7 +60,11 @@ class ScheduleAdmin(admin.ModelAdmin):
             return "disabled"
         return when(obj.next_fire_time) if obj.next_fire_time else "at the next scheduler pass"
 
-    @admin.display(description="last fire time")
+    @admin.display(description="run now?", boolean=True)
+    def run_now_col(self, obj: Schedule) -> bool:
+        return obj.run_now_requested
+
+    @admin.display(description="last fire")
     def last_fire(self, obj: Schedule) -> Any:
         return when(obj.last_fire_time)
 

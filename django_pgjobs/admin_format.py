@@ -108,8 +108,9 @@ STATUS_COLORS = {
 
 def status_badge(job: Job) -> SafeString:
     label = derived_status(job)
-    return format_html('<span class="pgjobs-badge" style="background:{}">{}</span>',
-                       STATUS_COLORS.get(label, "#555"), label.replace("_", " ").lower())
+    text = "with errors" if label == JobStatus.COMPLETED_WITH_ERRORS else label.lower()
+    return format_html('<span class="pgjobs-badge" style="background:{}" title="{}">{}</span>',
+                       STATUS_COLORS.get(label, "#555"), label.replace("_", " ").lower(), text)
 
 
 # --- progress ----------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_dashboard_window_applies_to_every_panel(admin_client):
 def test_dashboard_shows_paused_and_limited_queues_held_back_jobs_and_wait_times(admin_client):
     queues.set_queue_paused("mail", True)
     queues.set_queue_limit("reports", 1)
-    due = timezone.now() - timedelta(seconds=5)
+    due = timezone.now() - timedelta(hours=1)
     for _ in range(2):
         make_job(queue="mail", run_after=due)
     for _ in range(3):
@@ -181,7 +181,7 @@ def test_dashboard_refreshes_itself_without_a_cdn_and_has_admin_breadcrumbs(admi
 
 def test_queues_page_lists_every_queue_with_jobs(admin_client):
     queues.set_queue_limit("reports", 2)
-    make_job(queue="mail", run_after=timezone.now() - timedelta(seconds=5))
+    make_job(queue="mail", run_after=timezone.now() - timedelta(hours=1))
     make_job("RUNNING", queue="mail")
     html = page(admin_client, reverse("admin:django_pgjobs_queue_changelist"))
     overview = re.search(r'id="pgjobs-queue-overview".*?</table>', html, re.S)[0]
