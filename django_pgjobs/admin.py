@@ -410,8 +410,8 @@ class JobAdmin(admin.ModelAdmin):
         """The error first when the job failed or has item errors."""
         if obj is None:
             return super().get_fieldsets(request, obj)
-        main = [(None, {"fields": ("overview",)})]
-        problems = []
+        main: list[Any] = [(None, {"fields": ("overview",)})]
+        problems: list[Any] = []
         if obj.error and obj.status != JobStatus.COMPLETED:
             problems.append(("Error", {"fields": ("error_pretty",)}))
         if admin_detail.item_errors(obj):
@@ -420,7 +420,7 @@ class JobAdmin(admin.ModelAdmin):
                 ("Result", {"fields": ("result_pretty",)}),
                 ("Attempts", {"fields": ("history_table",)})]
         failed = obj.status in (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS)
-        return main + problems + rest if failed else main + rest + problems
+        return problems + main + rest if failed else main + rest + problems
 
     @admin.display(description="Job")
     def overview(self, obj: Job) -> SafeString:
@@ -459,6 +459,8 @@ class JobAdmin(admin.ModelAdmin):
     def error_pretty(self, obj: Job) -> SafeString | str:
         if not obj.error:
             return "–"
+        if "\n" not in obj.error.strip():  # one line: the line itself, once
+            return format_html('<p class="pgjobs-err">{}</p>', obj.error)
         cls, line = error_summary(obj.error)
         return format_html('<p class="pgjobs-err"><b>{}</b>{}{}</p><pre class="pgjobs-pre">{}'
                            "</pre>", cls, ": " if cls else "", line, obj.error)

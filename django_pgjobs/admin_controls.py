@@ -121,7 +121,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin):
-    list_display = ("name", "paused", "concurrency_limit", "updated_at")
+    list_display = ("name", "paused", "concurrency_limit", "updated")
     list_editable = ("paused", "concurrency_limit")
     search_fields = ("name",)
     fields = ("name", "paused", "concurrency_limit", "updated_at")
@@ -131,8 +131,13 @@ class QueueAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
         """Every queue that has jobs, not only those with a control row."""
-        return super().changelist_view(request, {**(extra_context or {}),
-                                                 "pgjobs_queues": queue_rows()})
+        return super().changelist_view(request, {
+            **(extra_context or {}), "pgjobs_queues": queue_rows(),
+            "can_add_controls": self.has_add_permission(request)})
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, obj: Queue) -> Any:
+        return when(obj.updated_at)
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return {"name": request.GET.get("name", "")}  # "set controls" of a queue without a row

@@ -17,7 +17,7 @@ from .status import JobStatus
 # A history entry's outcome in plain words.
 OUTCOMES = {
     "retry": "failed; retry scheduled",
-    "attempts_exhausted": "failed: no attempts left",
+    "attempts_exhausted": "failed, no attempts left",
     "failed": "failed (not retried)",
     "lease_lost": "lost its lease (the worker stopped heartbeating)",
     "lease_expired": "lease expired: the worker went silent; back in the queue",
@@ -46,7 +46,8 @@ def _attempt_events(e: dict[str, Any], next_start: datetime | None, job: Job,
     end = start + timedelta(milliseconds=e["duration_ms"]) if start and isinstance(
         e.get("duration_ms"), int | float) else start
     outcome = str(e.get("outcome", "?"))
-    text = OUTCOMES.get(outcome, outcome.replace("_", " "))
+    took = f" after {human_ms(e.get('duration_ms'))}" if e.get("duration_ms") is not None else ""
+    text = f"ended{took}: " + OUTCOMES.get(outcome, outcome.replace("_", " "))
     cls, line = error_summary(e.get("error"))
     if cls or line:
         text += f" — {cls}{': ' if cls and line else ''}{line[:160]}"
@@ -55,9 +56,8 @@ def _attempt_events(e: dict[str, Any], next_start: datetime | None, job: Job,
             text += f"; next attempt started {span((next_start - end).total_seconds())} later"
         elif job.status == JobStatus.PENDING and job.run_after:
             text += f"; due {span((job.run_after - end).total_seconds())} after it ended"
-    took = f" after {human_ms(e.get('duration_ms'))}" if e.get("duration_ms") is not None else ""
     return [(start, f"attempt {e.get('attempt', '?')} started on {worker}"),
-            (end, f"attempt {e.get('attempt', '?')} {text}{took}")]
+            (end, f"attempt {e.get('attempt', '?')} {text}")]
 
 
 def _operator_event(e: dict[str, Any]) -> tuple[datetime | None, str]:

@@ -10,7 +10,7 @@ otherwise flatten the others.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -124,7 +124,7 @@ def bar_position(value: float | None, vmax: float, vmin: float, log: bool) -> fl
 
 
 def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[str, float | None]]]], *, title: str,
-              unit: str = "") -> SafeString:
+              unit: str = "", fmt: Callable[[float], str] | None = None) -> SafeString:
     """``rows``: [(label, [(series name, value), ...]), ...] drawn as grouped horizontal bars,
     each with its value written beside it."""
     if not rows:
@@ -143,7 +143,8 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[str, float | None]]]], *,
             f' style="width:{bar_position(v, vmax, vmin, log):.2f}%;background:'
             f'{colors.get(n, "#999")}" title="{escape(label)} {escape(n)}"></span></span>'
             f'<span class="pgjobs-bar-value">'
-            f'{escape(n)} {"–" if v is None else fmt_number(v)}{escape(unit)}</span></div>'
+            f'{escape(n)} {"–" if v is None else escape(fmt(v) if fmt else fmt_number(v))}'
+            f'{"" if fmt else escape(unit)}</span></div>'
             for n, v in vals)
         out.append(f'<div class="pgjobs-bar-row"><div class="pgjobs-bar-label" '
                    f'title="{escape(label)}">{escape(label)}</div>'

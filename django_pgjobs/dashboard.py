@@ -15,6 +15,7 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from . import __version__, charts, dashboard_queries, registry, rollup, stats
+from .admin_format import span
 from .sql import rollups
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
@@ -131,7 +132,8 @@ def charts_for(data: dict[str, Any]) -> dict[str, SafeString]:
         "depth": charts.line_chart(depth, title=f"Due jobs per queue, last {hours} h",
                                    x_range=window),
         "durations": charts.bar_chart(
-            durations, title=f"Duration per type, last {hours} h (p50 / p95)", unit=" ms"),
+            durations, title=f"Duration per type, last {hours} h (p50 / p95)", unit=" ms",
+            fmt=lambda ms: span(ms / 1000)),
     }
 
 
@@ -139,7 +141,7 @@ def rows_for(data: dict[str, Any]) -> dict[str, Any]:
     """What the HTML page shows beside ``data``: human times, progress bars, queue lists."""
     from django.urls import reverse
 
-    from .admin_format import progress_bar, span, when
+    from .admin_format import progress_bar, when
     from .models import Job
 
     def secs(v: float | None) -> str:

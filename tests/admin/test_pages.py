@@ -76,10 +76,12 @@ def test_job_page_puts_the_error_first_and_tells_the_timeline_once_in_order(admi
     assert heads.index("Error") < heads.index("Timeline") < heads.index("Config"), heads
     timeline = text(re.search(r'<table class="pgjobs-timeline">.*?</table>', html, re.S)[0])
     order = ["enqueued", "attempt 1 started on w1",
-             "attempt 1 failed; retry scheduled — RuntimeError: flaky; next attempt started "
-             "1 min 18 s later after 500 ms",
-             "attempt 2 started on w2", "attempt 2 failed: no attempts left — ValueError"]
-    positions = [timeline.index(e) for e in order]
+             "attempt 1 ended after 500 ms: failed; retry scheduled — RuntimeError: flaky; "
+             "next attempt started 1 min 18 s later",
+             "attempt 2 started on w2", "attempt 2 ended after 1.0 s: failed, no attempts left "
+             "— ValueError"]
+    positions = [timeline.find(e) for e in order]
+    assert -1 not in positions, (positions, timeline)
     assert positions == sorted(positions), timeline
     assert "finished" not in timeline and timeline.count("attempt 2 started") == 1
     assert "PENDING" not in timeline and "attempts_exhausted" not in timeline

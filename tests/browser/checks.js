@@ -46,12 +46,14 @@
     return out;
   };
   const seen = new Set();
-  for (const el of document.querySelectorAll("#content *, .breadcrumbs, .breadcrumbs *")) {
+  for (const el of document.querySelectorAll("#content *, .breadcrumbs, .breadcrumbs *, svg text")) {
     if (!visible(el) || seen.size > 4000) continue;
     const direct = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
-    if (!direct || el.closest("svg") || el.tagName === "OPTION") continue;
+    if (!direct || el.tagName === "OPTION") continue;
+    const inSvg = el instanceof SVGElement;
+    if (inSvg && el.tagName.toLowerCase() !== "text") continue;
     const s = getComputedStyle(el);
-    const fg = rgba(s.color), bg = background(el);
+    const fg = rgba(inSvg ? s.fill : s.color), bg = background(el);
     const fgMixed = fg.slice(0, 3).map((v, i) => v * fg[3] + bg[i] * (1 - fg[3]));
     const [a, b] = [lum(fgMixed), lum(bg)].sort((x, y) => y - x);
     const ratio = (a + 0.05) / (b + 0.05);
@@ -59,7 +61,7 @@
     const key = name(el) + s.color;
     if (ratio < (large ? 3 : 4.5) && !seen.has(key)) {
       seen.add(key);
-      problems.push(`contrast ${ratio.toFixed(2)}:1 for "${el.textContent.trim().slice(0, 30)}" (${name(el)}, ${s.color} on rgb(${bg.map(Math.round)}))`);
+      problems.push(`contrast ${ratio.toFixed(2)}:1 for "${el.textContent.trim().slice(0, 30)}" (${name(el)}, ${inSvg ? s.fill : s.color} on rgb(${bg.map(Math.round)}))`);
     }
   }
   return problems;

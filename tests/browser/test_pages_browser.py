@@ -28,6 +28,7 @@ LONG = "ReportRenderingError: the quarterly report for tenant acme-industries-in
 def seed(schedules) -> dict[str, int]:  # noqa: F811
     rec = rollup.Recorder()
     now = datetime.now(UTC)
+    earlier = now - timedelta(minutes=5)
     for minute in range(120):
         for _ in range(1 + minute % 5):
             rec.record("default", "test.behave", "completed", 60, at=now.timestamp() - 60 * minute)
@@ -44,17 +45,18 @@ def seed(schedules) -> dict[str, int]:  # noqa: F811
         make_job(queue="mail", run_after=now - timedelta(seconds=30))
     make_job(type="no.such.handler.anywhere", run_after=now - timedelta(seconds=5))
     running = make_job("RUNNING", queue="reports", started_at=now - timedelta(seconds=95),
+                       created_at=earlier, run_after=earlier,
                        progress={"done": 420, "total": 1000, "note": "rows", "at":
                                  now.isoformat()})
     sql("INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) VALUES "
         "('web-7f9c4d-2:4242:1a2b3c4d', 'web-7f9c4d-2', 4242, '[\"*\", \"mail\"]', 8)")
     rollups.sample_depth()
     failed = make_job("FAILED", type="reports.quarterly_summary_for_all_tenants",
-                      error=LONG, history=[
+                      created_at=earlier, run_after=earlier, error=LONG, history=[
                           {"attempt": 1, "worker": "w1", "outcome": "retry", "duration_ms": 300,
                            "started_at": (now - timedelta(minutes=3)).isoformat(),
                            "error": "TimeoutError: upstream"}])
-    partial = make_job("COMPLETED_WITH_ERRORS", result={"errors": [
+    partial = make_job("COMPLETED_WITH_ERRORS", created_at=earlier, result={"errors": [
         {"item": i, "error": f"row {i}: {LONG}"} for i in range(3)]})
     schedules(nightly=entry(cron="0 3 * * *", timezone="Europe/Paris"))
     enqueue_due(now=utc(2030, 1, 7, 12, 0))
