@@ -119,7 +119,7 @@ def bar_position(value: float | None, vmax: float, vmin: float, log: bool) -> fl
         return 0.0
     if not log:
         return 100 * value / vmax
-    low = math.log10(vmin) - 0.3  # the smallest bar still shows
+    low = math.log10(vmin) - 1  # a decade below the smallest value: every bar shows
     return max(2.0, 100 * (math.log10(value) - low) / (math.log10(vmax) - low))
 
 

@@ -77,6 +77,30 @@ def pages(ids: dict[str, int]) -> list[tuple[str, str]]:
     ]
 
 
+LIST_CHECKS = """() => {
+  const rows = [...document.querySelectorAll('#result_list tbody tr')];
+  const heights = rows.map((r) => r.getBoundingClientRect().height);
+  const err = document.querySelector('#result_list td.field-detail_col .pgjobs-err');
+  const box = err && err.getBoundingClientRect();
+  const results = document.querySelector('.results').getBoundingClientRect();
+  return {rows: rows.length, tallest: Math.max(...heights), lowest: Math.min(...heights),
+          error: box ? {width: box.width, right: box.right, limit: results.right} : null};
+}"""
+
+
+def list_problems(name: str, pg) -> list[str]:
+    """One line per row; on the Failed view the error shows, inside the list, readable."""
+    m = pg.evaluate(LIST_CHECKS)
+    out = []
+    if m["rows"] and m["tallest"] > max(40, m["lowest"] + 2):
+        out.append(f"rows of different heights (one wraps): {m['lowest']}..{m['tallest']} px")
+    if name == "jobs-failed":
+        e = m["error"]
+        if not e or e["width"] < 150 or e["right"] > e["limit"] + 1:
+            out.append(f"the error is not visible in the Failed view: {e}")
+    return out
+
+
 def login(pg, base: str) -> None:
     pg.goto(f"{base}/admin/login/")
     pg.fill("#id_username", "ops")
@@ -107,6 +131,23 @@ def test_every_page_fits_reads_and_contrasts(admin_static, browser, live_server,
             assert pg.locator("#nav-sidebar").is_visible(), "the sidebar should be open"
             pg.screenshot(path=str(SHOTS / f"{name}-{width}x{height}-{scheme}.png"),
                           full_page=True)
-            problems += [f"{name} {width}x{height} {scheme}: {p}" for p in pg.evaluate(CHECKS)]
+            found = pg.evaluate(CHECKS) + (list_problems(name, pg) if name.startswith("jobs")
+                                           else [])
+            problems += [f"{name} {width}x{height} {scheme}: {p}" for p in found]
         context.close()
     assert not problems, "\n".join(problems)
+
+
+def test_the_dashboard_refreshes_itself(page, live_server):
+    """dashboard.js swaps the live part of the page: a job started after the page loaded
+    shows up without a reload."""
+    login(page, live_server.url)
+    page.goto(live_server.url + reverse("admin:django_pgjobs_dashboard_changelist")
+              + "?refresh=5")
+    assert "No job is running." in page.locator("#pgjobs-running").inner_text()
+    page.evaluate("window.pgjobsMarker = 1")  # gone if the page were reloaded
+    job = make_job("RUNNING", type="test.echo")
+    page.wait_for_function(
+        f"document.querySelector('#pgjobs-running').innerText.includes('#{job.id}')",
+        timeout=12_000)
+    assert page.evaluate("window.pgjobsMarker") == 1
