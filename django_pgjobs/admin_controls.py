@@ -51,7 +51,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     def cron(self, obj: Schedule) -> str:
         spec = _specs().get(obj.name)
         if spec is None:
-            return "-"
+            return "–"
         return f"{spec.cron} ({spec.timezone}, catch up: {spec.catch_up})"
 
     @admin.display(description="next run")
@@ -85,7 +85,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="last job")
     def last_job(self, obj: Schedule) -> Any:
         if obj.last_job_id is None:
-            return "-"
+            return "–"
         try:
             url = reverse("admin:django_pgjobs_job_change", args=[obj.last_job_id])
         except NoReverseMatch:

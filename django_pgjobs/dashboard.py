@@ -97,7 +97,14 @@ def _queues(hours: int, since: datetime, using: str | None, now: datetime,
 
 
 def _running(r: dict[str, Any]) -> dict[str, Any]:
-    return {**r, "started_at": r["started_at"].isoformat() if r["started_at"] else None,
+    progress = r["progress"]
+    if isinstance(progress, str):  # JSONB through a plain cursor may arrive as its text
+        try:
+            progress = json.loads(progress)
+        except ValueError:
+            progress = None
+    return {**r, "progress": progress,
+            "started_at": r["started_at"].isoformat() if r["started_at"] else None,
             "lease_expires_at": (r["lease_expires_at"].isoformat()
                                  if r["lease_expires_at"] else None)}
 

@@ -165,6 +165,8 @@ def test_dashboard_running_jobs_have_progress_and_workers_list_their_queues(admi
     assert 'aria-valuenow="25"' in running and "ETA" in running
     workers = re.search(r'id="pgjobs-workers">.*?</table>', html, re.S)[0]
     assert "<td>*, mail</td>" in workers
+    running_json = admin_client.get(DASHBOARD + "json/").json()["running"]
+    assert running_json[0]["progress"]["total"] == 4
 
 
 def test_dashboard_refreshes_itself_without_a_cdn_and_has_admin_breadcrumbs(admin_client):
@@ -193,6 +195,8 @@ def test_queues_page_lists_every_queue_with_jobs(admin_client):
     assert "?name=reports" not in overview and ">edit<" in overview
     tools = re.search(r'<ul class="object-tools">.*?</ul>', html, re.S)[0]
     assert "addlink" not in tools  # no page-wide "Add queue"
+    add = page(admin_client, reverse("admin:django_pgjobs_queue_add") + "?name=mail")
+    assert re.search(r'name="name" value="mail"', add)
 
 
 def test_schedule_page_is_read_only_without_save_buttons(admin_client, schedules):  # noqa: F811

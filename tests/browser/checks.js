@@ -16,6 +16,9 @@
     if (s.position === "absolute" || s.position === "fixed") continue;
     if (["auto", "scroll"].includes(s.overflowX) && el.scrollWidth > el.clientWidth + 1)
       problems.push(`overflow: ${name(el)} must scroll sideways (${el.scrollWidth} > ${el.clientWidth})`);
+    if (s.overflowX === "visible" && s.display !== "inline" && el.scrollWidth > el.clientWidth + 1
+        && el.clientWidth > 0)
+      problems.push(`overflow: the content of ${name(el)} spills out (${el.scrollWidth} > ${el.clientWidth})`);
     const parent = el.parentElement;
     if (!parent || !root.contains(parent)) continue;
     const ps = getComputedStyle(parent);
