@@ -64,3 +64,6 @@ def test_state_tabs_count_exactly_when_cheap_and_estimate_from_statistics(monkey
     assert tabs["COMPLETED"].estimated and tabs["COMPLETED"].shown.startswith("≈ ")
     assert 20 <= tabs["COMPLETED"].count <= 40
     assert (tabs["FAILED"].count, tabs["FAILED"].estimated) == (1, False)
+    monkeypatch.setattr(admin_counts, "SCAN_UP_TO_ROWS", 10)  # a "big" table: no full scan
+    tabs = {t.state: t for t in admin_counts.state_tabs()}
+    assert tabs["COMPLETED"].estimated and not tabs["FAILED"].estimated
