@@ -1,6 +1,6 @@
 """The jobs admin: an operations view of the queue. Thin: it reads rows, and every change goes
-through the state-changing functions of queries.py (retry_now, run_now, cancel, duplicate,
-delete_terminal), each action behind its own permission.
+through the operator API of operations.py (retry_now, run_now, cancel, duplicate,
+delete_finished), each action behind its own permission and recorded (admin_audit.py).
 
 Built to stay fast on millions of rows: no full COUNT(*) per page (a capped count, then the
 planner's estimate), the JSON columns deferred in the list, only indexed orderings, filters whose
@@ -17,12 +17,14 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
+import django
 from django.contrib import admin, messages
 
 try:
     from django.contrib.admin.options import ActionLocation  # Django >= 6.1
 except ImportError:
     ActionLocation = None
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
@@ -34,9 +36,21 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince, timeuntil
 
-from . import conf, dashboard, operations, registry
+from . import admin_audit, admin_counts, admin_detail, conf, dashboard, operations, registry
+from .admin_format import (  # noqa: F401 - redact, error_summary: importable from here too
+    derived_status,
+    error_line,
+    error_summary,
+    human_ms,
+    pretty_json,
+    progress_bar,
+    redact,
+    relative,
+    span,
+    status_badge,
+    when,
+)
 from .models import Dashboard, Job
 from .sql import queues, rollups
 from .status import TERMINAL_STATUSES, JobStatus
@@ -44,106 +58,6 @@ from .tables import JOB_TABLE
 
 ACTION_LIMIT = 10_000  # jobs one action may touch (select-across on a huge table is refused)
 EXACT_COUNT_UP_TO = 10_000  # the changelist counts exactly up to this, then estimates
-MAX_PRETTY_CHARS = 200_000
-
-# --- helpers -----------------------------------------------------------------------------------
-
-
-def redact(value: Any, keys: Iterable[str] | None = None) -> Any:
-    """A copy of ``value`` whose dict entries with a secret-looking key are masked.
-
-    A key matches when it contains one of ``PGJOBS["REDACT_KEYS"]`` (case-insensitive).
-    """
-    needles = [k.lower() for k in (conf.get("REDACT_KEYS") if keys is None else keys)]
-
-    def walk(v: Any) -> Any:
-        if isinstance(v, dict):
-            return {k: ("********" if any(n in str(k).lower() for n in needles) else walk(x))
-                    for k, x in v.items()}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
-        return v
-
-    return walk(value)
-
-
-def pretty_json(value: Any) -> SafeString:
-    text = json.dumps(redact(value), indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    if len(text) > MAX_PRETTY_CHARS:
-        text = text[:MAX_PRETTY_CHARS] + f"\n… ({len(text) - MAX_PRETTY_CHARS:,} more characters)"
-    return format_html('<pre class="pgjobs-pre">{}</pre>', text)
-
-
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
-
-
-def error_summary(text: str | None) -> tuple[str, str]:
-    """(exception class, first line of its message) of a stored error; ('', first line) for
-    errors that are not tracebacks (lease expired, cancelled …)."""
-    if not text:
-        return "", ""
-    lines = text.splitlines()
-    start = max((i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call")),
-                default=None)
-    if start is not None:
-        for ln in lines[start + 1:]:
-            if ln and not ln[0].isspace():
-                m = _EXC_LINE.match(ln.strip())
-                if m:
-                    return m.group(1), (m.group(2) or "")[:200]
-                return "", ln[:200]
-    first = next((ln.strip() for ln in lines if ln.strip()), "")
-    m = _EXC_LINE.match(first)
-    if m and m.group(2) is not None and "." in m.group(1) or (m and m.group(1).endswith(
-            ("Error", "Exception", "Timeout", "Exit", "Interrupt"))):
-        return m.group(1), (m.group(2) or "")[:200]
-    return "", first[:200]
-
-
-def relative(dt: Any, now: Any = None) -> SafeString | str:
-    if dt is None:
-        return "–"
-    now = now or timezone.now()
-    text = f"in {timeuntil(dt, now)}" if dt > now else f"{timesince(dt, now)} ago"
-    return format_html('<span title="{}">{}</span>', dt.isoformat(), text.replace("\xa0", " "))
-
-
-def human_ms(ms: float | None) -> str:
-    if ms is None:
-        return "–"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms / 60_000:.1f} min"
-
-
-def derived_status(job: Job, now: Any = None) -> str:
-    """PENDING/RUNNING refined: scheduled (due later), retrying (attempts > 0), stale (RUNNING
-    with an expired lease); other statuses as they are."""
-    now = now or timezone.now()
-    if job.status == JobStatus.RUNNING and job.lease_expires_at and job.lease_expires_at < now:
-        return "stale"
-    if job.status == JobStatus.PENDING:
-        if job.attempts > 0:
-            return "retrying"
-        if job.run_after and job.run_after > now:
-            return "scheduled"
-    return job.status
-
-
-STATUS_COLORS = {
-    "PENDING": "#6c757d", "scheduled": "#5b7db1", "retrying": "#e08e0b", "RUNNING": "#2f6fb0",
-    "stale": "#8e44ad", "COMPLETED": "#2e8b57", "COMPLETED_WITH_ERRORS": "#9a8a1b",
-    "FAILED": "#c0392b", "CANCELLED": "#7f8c8d",
-}
-
-
-def status_badge(job: Job) -> SafeString:
-    label = derived_status(job)
-    return format_html('<span class="pgjobs-badge" style="background:{}">{}</span>',
-                       STATUS_COLORS.get(label, "#555"), label.replace("_", " ").lower())
-
 
 # --- fast counting -----------------------------------------------------------------------------
 
@@ -328,9 +242,10 @@ _TRACE_TERM = re.compile(r"^[A-Za-z0-9._:\-]{4,255}$")
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ("id", "type", "queue", "status_col", "attempts_col", "priority",
-                    "run_after_col", "created_col", "duration_col", "locked_by", "trace_col",
-                    "tenant_id", "error_col")
+    # Fits 1440 px with the admin's sidebar and the filters open (tests/browser checks it);
+    # tenant, worker, trace id and priority are on the job page and in the filters.
+    list_display = ("id", "type", "status_col", "attempts_col", "queue", "when_col",
+                    "detail_col")
     list_display_links = ("id", "type")
     list_filter = (StateFilter, QueueFilter, TypeFilter, FinishedWithinFilter, HasErrorFilter,
                    TenantFilter)
@@ -356,7 +271,7 @@ class JobAdmin(admin.ModelAdmin):
         ("Attempts", {"fields": ("history_table",)}),
     )
     readonly_fields = ("overview", "timeline", "config_pretty", "result_pretty", "error_pretty",
-                       "history_table")
+                       "item_errors_table", "history_table")
 
     # --- permissions: jobs are enqueued by code and changed only through actions ---------------
 
@@ -438,21 +353,40 @@ class JobAdmin(admin.ModelAdmin):
     def status_col(self, obj: Job) -> SafeString:
         return status_badge(obj)
 
-    @admin.display(description="attempts")
+    def get_list_display(self, request: HttpRequest) -> Any:
+        """On a view of one finished state the status column says nothing: its room goes to
+        the error."""
+        if request.GET.get("state") in TERMINAL_STATUSES:
+            return tuple(c for c in self.list_display if c != "status_col")
+        return self.list_display
+
+    @admin.display(description="tries")
     def attempts_col(self, obj: Job) -> str:
         return f"{obj.attempts}/{obj.max_attempts}"
 
-    @admin.display(description="run after")
-    def run_after_col(self, obj: Job) -> SafeString | str:
-        return relative(obj.run_after)
-
-    @admin.display(description="created")
-    def created_col(self, obj: Job) -> SafeString | str:
-        return relative(obj.created_at)
+    @admin.display(description="when")
+    def when_col(self, obj: Job) -> SafeString:
+        """The time that matters in the job's state: due, started or finished."""
+        now = timezone.now()
+        if obj.status == JobStatus.RUNNING and obj.started_at:
+            return format_html("started {}", relative(obj.started_at, now))
+        if obj.status == JobStatus.PENDING:
+            return format_html("due {}", relative(obj.run_after, now))
+        if obj.finished_at:
+            took = f" · took {human_ms(obj.duration_ms)}" if obj.duration_ms is not None else ""
+            return format_html("ended {}{}", relative(obj.finished_at, now), took)
+        return format_html("created {}", relative(obj.created_at, now))
 
     @admin.display(description="duration")
     def duration_col(self, obj: Job) -> str:
+        if obj.status == JobStatus.RUNNING and obj.started_at:
+            return span((timezone.now() - obj.started_at).total_seconds())
         return human_ms(obj.duration_ms)
+
+    @admin.display(description="details")
+    def detail_col(self, obj: Job) -> SafeString | str:
+        bar = progress_bar(obj) if obj.status == JobStatus.RUNNING else ""
+        return bar or self.error_col(obj)
 
     @admin.display(description="trace id")
     def trace_col(self, obj: Job) -> SafeString | str:
@@ -468,26 +402,47 @@ class JobAdmin(admin.ModelAdmin):
         if head is None:
             return "–"
         tail = getattr(obj, "error_tail", "") or ""
-        cls, line = error_summary(tail if "Traceback" in tail else head)
-        if not cls and not line:
-            cls, line = error_summary(head)
-        return format_html('<span class="pgjobs-err" title="{}"><b>{}</b>{}{}</span>',
-                           line, cls, ": " if cls and line else "", line[:90])
+        return error_line(tail if "Traceback" in tail else head) or error_line(head) or "–"
 
     # --- detail --------------------------------------------------------------------------------
 
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The error first when the job failed or has item errors."""
+        if obj is None:
+            return super().get_fieldsets(request, obj)
+        main: list[Any] = [(None, {"fields": ("overview",)})]
+        problems: list[Any] = []
+        if obj.error and obj.status != JobStatus.COMPLETED:
+            problems.append(("Error", {"fields": ("error_pretty",)}))
+        if admin_detail.item_errors(obj):
+            problems.append(("Item errors", {"fields": ("item_errors_table",)}))
+        rest = [("Timeline", {"fields": ("timeline",)}), ("Config", {"fields": ("config_pretty",)}),
+                ("Result", {"fields": ("result_pretty",)}),
+                ("Attempts", {"fields": ("history_table",)})]
+        failed = obj.status in (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS)
+        return problems + main + rest if failed else main + rest + problems
+
     @admin.display(description="Job")
     def overview(self, obj: Job) -> SafeString:
+        now = timezone.now()
+        running = obj.status == JobStatus.RUNNING and obj.started_at
         rows = [
             ("status", status_badge(obj)),
             ("type", obj.type), ("queue", obj.queue), ("priority", obj.priority),
             ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
+            ("enqueued", when(obj.created_at)),
+            ("due" if obj.status == JobStatus.PENDING else "last due", when(obj.run_after)),
+            ("started", when(obj.started_at)), ("finished", when(obj.finished_at)),
+            ("elapsed" if running else "duration",
+             span((now - obj.started_at).total_seconds()) if running
+             else human_ms(obj.duration_ms)),
+            ("progress", progress_bar(obj, now) or "–"),
             ("tenant", obj.tenant_id or "–"), ("operated by", obj.operated_by or "–"),
             ("trace id", self.trace_col(obj)), ("unique key", obj.unique_key or "–"),
             ("worker", obj.locked_by or "–"),
-            ("lease expires", relative(obj.lease_expires_at) if obj.lease_expires_at else "–"),
+            ("lease expires", relative(obj.lease_expires_at, now) if obj.lease_expires_at
+             else "–"),
             ("cancel requested", "yes" if obj.cancel_requested else "no"),
-            ("duration", human_ms(obj.duration_ms)),
         ]
         return format_html('<table class="pgjobs-kv">{}</table>', format_html_join(
             "", "<tr><th>{}</th><td>{}</td></tr>", rows))
@@ -504,60 +459,45 @@ class JobAdmin(admin.ModelAdmin):
     def error_pretty(self, obj: Job) -> SafeString | str:
         if not obj.error:
             return "–"
+        if "\n" not in obj.error.strip():  # one line: the line itself, once
+            return format_html('<p class="pgjobs-err">{}</p>', obj.error)
         cls, line = error_summary(obj.error)
         return format_html('<p class="pgjobs-err"><b>{}</b>{}{}</p><pre class="pgjobs-pre">{}'
                            "</pre>", cls, ": " if cls else "", line, obj.error)
 
+    @admin.display(description="Item errors (secrets redacted)")
+    def item_errors_table(self, obj: Job) -> SafeString | str:
+        return admin_detail.item_errors_table(obj)
+
     @admin.display(description="Per attempt")
     def history_table(self, obj: Job) -> SafeString | str:
-        entries = obj.history if isinstance(obj.history, list) else []
-        if not entries:
-            return "–"
-        rows = []
-        for e in entries:
-            e = e if isinstance(e, dict) else {"outcome": str(e)}
-            cls, line = error_summary(e.get("error"))
-            rows.append((e.get("attempt", "–"), e.get("outcome", "–"), e.get("started_at") or "–",
-                         e.get("worker") or "–", human_ms(e.get("duration_ms")),
-                         f"{cls}: {line}" if cls else (line or "–"), e.get("error") or ""))
-        return format_html(
-            '<table class="pgjobs-history"><thead><tr><th>attempt</th><th>outcome</th>'
-            "<th>started</th><th>worker</th><th>duration</th><th>error</th></tr></thead>"
-            "<tbody>{}</tbody></table>",
-            format_html_join("", '<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
-                             '<td title="{}">{}</td></tr>',
-                             ((a, o, s, w, d, full[:2000], short) for a, o, s, w, d, short, full
-                              in rows)),
-        )
+        return admin_detail.attempts_table(obj)
 
     @admin.display(description="Timeline")
     def timeline(self, obj: Job) -> SafeString:
-        events: list[tuple[Any, str]] = [(obj.created_at, "enqueued")]
-        if obj.run_after and obj.created_at and abs(
-                (obj.run_after - obj.created_at).total_seconds()) > 1:
-            events.append((obj.run_after, "due"))
-        for e in obj.history if isinstance(obj.history, list) else []:
-            if isinstance(e, dict) and e.get("started_at"):
-                label = f"attempt {e.get('attempt', '?')} started ({e.get('worker') or '?'}) → " \
-                        f"{e.get('outcome', '?')} after {human_ms(e.get('duration_ms'))}"
-                events.append((e["started_at"], label))
-            elif isinstance(e, dict):
-                events.append((None, f"{e.get('outcome', '?')}"
-                                     f" (was {e.get('previous_status', '?')})"))
-        if obj.started_at:
-            events.append((obj.started_at, f"attempt {obj.attempts} started "
-                                           f"({obj.locked_by or '?'})"))
-        if obj.finished_at:
-            events.append((obj.finished_at, f"finished: {obj.status.lower()}"))
-        rows = []
-        for when, label in events:
-            if isinstance(when, str):
-                shown = when.replace("T", " ")[:23]
-            else:
-                shown = when.strftime("%Y-%m-%d %H:%M:%S.%f")[:23] if when else "–"
-            rows.append((shown, label))
-        return format_html('<ol class="pgjobs-timeline">{}</ol>', format_html_join(
-            "", "<li><code>{}</code> {}</li>", rows))
+        return admin_detail.timeline(obj)
+
+    def changelist_view(self, request: HttpRequest,
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        extra = dict(extra_context or {})
+        extra["pgjobs_tabs"] = self._tabs(request)
+        return super().changelist_view(request, extra)
+
+    def _tabs(self, request: HttpRequest) -> list[dict[str, Any]]:
+        """State tabs: the list's other filters kept, counts over the whole table."""
+        current = request.GET.get("state", "")
+        params = request.GET.copy()
+        params.pop("p", None)
+        params.pop("state", None)
+        tabs = [{"label": "All", "url": "?" + params.urlencode(), "count": "",
+                 "active": not current, "title": "every state"}]
+        for tab in admin_counts.state_tabs():
+            params["state"] = tab.state
+            tabs.append({"label": tab.label, "url": "?" + params.urlencode(),
+                         "count": tab.shown, "active": current == tab.state,
+                         "title": ("estimated from the table's statistics" if tab.estimated
+                                   else "exact count") + ", all queues and types"})
+        return tabs
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:
@@ -581,7 +521,7 @@ class JobAdmin(admin.ModelAdmin):
         return [(name, _description(allowed[name])) for name in self.actions
                 if name in allowed and applies.get(name)]
 
-    # --- actions: each calls queries.py and reports "n done, m skipped (reason)" ---------------
+    # --- actions: each calls operations.py and reports "n done, m skipped (reason)" ---------------
 
     def _ids(self, request: HttpRequest, queryset: QuerySet) -> list[int] | None:
         ids = list(queryset.order_by().values_list("id", flat=True)[: ACTION_LIMIT + 1])
@@ -621,6 +561,7 @@ class JobAdmin(admin.ModelAdmin):
         if ids is None:
             return None
         done = operations.retry_now(ids)
+        admin_audit.record(request, "retry", done)
         return self._report(request, "Retry", ids, done,
                             "only failed, cancelled or completed-with-errors jobs are retried")
 
@@ -630,6 +571,7 @@ class JobAdmin(admin.ModelAdmin):
         if ids is None:
             return None
         done = operations.run_now(ids)
+        admin_audit.record(request, "run_now", done)
         return self._report(request, "Run now", ids, done,
                             "only pending jobs due later can be made due now")
 
@@ -639,6 +581,7 @@ class JobAdmin(admin.ModelAdmin):
         if ids is None:
             return None
         cancelled, requested = operations.cancel(ids)
+        admin_audit.record(request, "cancel", [*cancelled, *requested])
         extra = (f" ({len(cancelled)} cancelled, {len(requested)} running: cancel requested, "
                  "the handler sees job.cancel_requested)") if requested else ""
         return self._report(request, "Cancel", ids, [*cancelled, *requested],
@@ -650,6 +593,7 @@ class JobAdmin(admin.ModelAdmin):
         if ids is None:
             return None
         pairs = operations.duplicate(ids, operated_by=f"admin:{request.user.get_username()}")
+        admin_audit.record(request, "duplicate", [src for src, _ in pairs], copies=dict(pairs))
         response = self._report(request, "Duplicate", ids, [src for src, _ in pairs],
                                 "job type not registered in this process")
         if request.POST.get("_pgjobs_next") == "detail" and len(pairs) == 1:
@@ -663,10 +607,31 @@ class JobAdmin(admin.ModelAdmin):
         ids = self._ids(request, queryset)
         if ids is None:
             return None
+        if request.POST.get("post") != "yes":  # first ask, as Django's own delete action does
+            return self._confirm_delete(request, ids)
+        names = admin_audit.reprs(ids)
         done = operations.delete_finished(ids)
+        admin_audit.record(request, "delete", done, names)
         self._report(request, "Delete", ids, done,
                      "pending or running jobs are not deleted: cancel them first")
         return None
+
+    def _confirm_delete(self, request: HttpRequest, ids: list[int]) -> HttpResponse:
+        jobs = list(Job.objects.using(conf.get("DATABASE")).filter(id__in=ids)
+                    .only("id", "type", "status", "queue", "finished_at").order_by("-id")[:200])
+        deletable = [j for j in jobs if j.status in TERMINAL_STATUSES]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Are you sure?", "opts": self.model._meta,
+            "ids": ids, "deletable": deletable,
+            "kept": [j for j in jobs if j.status not in TERMINAL_STATUSES],
+            "shown_all": len(ids) <= 200, "total": len(ids),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            "ol_breadcrumbs": django.VERSION >= (6, 0),
+            "changelist_url": reverse("admin:django_pgjobs_job_changelist"),
+        }
+        return TemplateResponse(request, "admin/django_pgjobs/job/delete_confirmation.html",
+                                context)
 
 
 # --- the dashboard (a proxy model gives it its admin URL, index link and permission) -----------
@@ -697,7 +662,8 @@ class DashboardAdmin(admin.ModelAdmin):
     def _data(self, request: HttpRequest) -> dict[str, Any]:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        return dashboard.build(dashboard.clamp_hours(request.GET.get("hours")))
+        return dashboard.build(dashboard.clamp_hours(request.GET.get("hours")),
+                               types=distinct_types())
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         data = self._data(request)
@@ -707,7 +673,12 @@ class DashboardAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "data": data,
             "charts": dashboard.charts_for(data),
+            **dashboard.rows_for(data),
+            "queues_url": reverse("admin:django_pgjobs_queue_changelist"),
             "hours_choices": (1, 3, 6, 12, 24, 48),
+            "refresh_choices": (0, 5, 15, 60),
+            "refresh": dashboard.clamp_refresh(request.GET.get("refresh")),
+            "ol_breadcrumbs": django.VERSION >= (6, 0),  # 5.2 writes a div with &rsaquo;
             "changelist_url": reverse("admin:django_pgjobs_job_changelist"),
             "json_url": reverse("admin:django_pgjobs_dashboard_json"),
         }

@@ -12,8 +12,9 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
 from . import conf, scheduler
-from .sql import queues, schedules
+from .admin_format import when
 from .models import Queue, Schedule
+from .sql import queues, rollups, schedules
 
 _specs_cache: list[Any] = [None, -1, {}]  # [settings dict, decorator count, specs by name]
 
@@ -28,14 +29,15 @@ def _specs() -> dict[str, scheduler.ScheduleSpec]:
 
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
-    list_display = ("name", "job_type", "cron", "enabled", "last_fire_time", "last_job",
-                    "next_run", "run_now_requested")
+    list_display = ("name", "job_type", "cron", "enabled", "last_fire", "last_job",
+                    "next_run", "run_now_col")
     list_filter = ("enabled",)
     search_fields = ("name",)
-    readonly_fields = ("name", "job_type", "cron", "enabled", "last_fire_time", "last_job",
-                       "next_run", "run_now_requested", "updated_at")
+    readonly_fields = ("name", "job_type", "cron", "enabled", "last_fire", "last_job",
+                       "next_run", "run_now_requested", "updated")
     fields = readonly_fields
     actions = ("enable", "disable", "run_now")
+    change_list_template = "admin/django_pgjobs/schedule/change_list.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # schedules are declared in PGJOBS['SCHEDULES'] or with @schedule
@@ -49,19 +51,41 @@ class ScheduleAdmin(admin.ModelAdmin):
     def cron(self, obj: Schedule) -> str:
         spec = _specs().get(obj.name)
         if spec is None:
-            return "-"
+            return "–"
         return f"{spec.cron} ({spec.timezone}, catch up: {spec.catch_up})"
 
     @admin.display(description="next run")
     def next_run(self, obj: Schedule) -> Any:
         if not obj.enabled:
             return "disabled"
-        return obj.next_fire_time or "computed at the next scheduler pass"
+        return when(obj.next_fire_time) if obj.next_fire_time else "at the next scheduler pass"
+
+    @admin.display(description="run now?", boolean=True)
+    def run_now_col(self, obj: Schedule) -> bool:
+        return obj.run_now_requested
+
+    @admin.display(description="last fire")
+    def last_fire(self, obj: Schedule) -> Any:
+        return when(obj.last_fire_time)
+
+    @admin.display(description="updated")
+    def updated(self, obj: Schedule) -> Any:
+        return when(obj.updated_at)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """The page is read-only (no Save buttons); the actions need the change permission."""
+        return obj is None and super().has_change_permission(request, obj)
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: Any = None) -> Any:
+        return super().change_view(request, object_id, form_url, {
+            **(extra_context or {}), "show_save": False, "show_save_and_continue": False,
+            "show_save_and_add_another": False, "show_delete": False})
 
     @admin.display(description="last job")
     def last_job(self, obj: Schedule) -> Any:
         if obj.last_job_id is None:
-            return "-"
+            return "–"
         try:
             url = reverse("admin:django_pgjobs_job_change", args=[obj.last_job_id])
         except NoReverseMatch:
@@ -97,12 +121,26 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin):
-    list_display = ("name", "paused", "concurrency_limit", "updated_at")
+    list_display = ("name", "paused", "concurrency_limit", "updated")
     list_editable = ("paused", "concurrency_limit")
     search_fields = ("name",)
     fields = ("name", "paused", "concurrency_limit", "updated_at")
     readonly_fields = ("updated_at",)
     actions = ("pause", "resume")
+    change_list_template = "admin/django_pgjobs/queue/change_list.html"
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        """Every queue that has jobs, not only those with a control row."""
+        return super().changelist_view(request, {
+            **(extra_context or {}), "pgjobs_queues": queue_rows(),
+            "can_add_controls": self.has_add_permission(request)})
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, obj: Queue) -> Any:
+        return when(obj.updated_at)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"name": request.GET.get("name", "")}  # "set controls" of a queue without a row
 
     def get_readonly_fields(self, request: HttpRequest, obj: Queue | None = None) -> Any:
         return ("name", "updated_at") if obj is not None else ("updated_at",)
@@ -123,6 +161,28 @@ class QueueAdmin(admin.ModelAdmin):
         for name in _names(queryset):
             queues.set_queue_paused(name, False)
         self.message_user(request, f"resumed: {', '.join(_names(queryset))}", messages.SUCCESS)
+
+
+def queue_rows() -> list[dict[str, Any]]:
+    """Controls and live counts of every queue with a control row, active jobs, or jobs that
+    finished in the last day; held_back: due jobs the pause or the limit keeps waiting."""
+    from .dashboard_queries import held_back
+
+    rows = {q.name: q for q in queues.queue_overview(conf.get("DATABASE"))}
+    for name in rollups.known_queues(days=1):
+        rows.setdefault(name, queues.QueueInfo(name, False, None))
+    out = []
+    for name in sorted(rows):
+        q = rows[name]
+        held, why = held_back(q.due, q.running, q.paused, q.concurrency_limit)
+        out.append({"name": name, "due": q.due, "scheduled": q.scheduled, "running": q.running,
+                    "paused": q.paused, "limit": q.concurrency_limit, "held_back": held,
+                    "held_because": why, "has_row": name in _control_names()})
+    return out
+
+
+def _control_names() -> set[str]:
+    return set(queues.queue_names(conf.get("DATABASE")))
 
 
 def _names(queryset: QuerySet[Any]) -> list[str]:

@@ -71,7 +71,8 @@ def test_duplicate_enqueues_a_copy(admin_client):
 
 def test_delete_only_removes_finished_jobs(admin_client):
     done, pending = make_job("COMPLETED"), make_job()
-    text = message(act(admin_client, "delete_finished_jobs", done, pending))
+    text = message(act(admin_client, "delete_finished_jobs", done, pending,
+                       post="yes"))
     assert "Delete: 1 done, 1 skipped (1 pending: pending or running jobs are not deleted" in text
     assert not Job.objects.filter(pk=done.pk).exists() and Job.objects.filter(pk=pending.pk).exists()
 
@@ -93,12 +94,12 @@ def test_a_crafted_post_without_the_permission_changes_nothing(client, action, p
     job = make_job(state, run_after=timezone.now() + timedelta(hours=1))
     before = Job.objects.filter(pk=job.pk).values().get()
     client.force_login(staff_user("viewer", "view_job"))
-    response = act(client, action, job)
+    response = act(client, action, job, post="yes")
     assert response.status_code == 200
     assert Job.objects.count() == 1
     assert Job.objects.filter(pk=job.pk).values().get() == before
     client.force_login(staff_user("operator", "view_job", perm))  # with it, the action runs
-    act(client, action, job)
+    act(client, action, job, post="yes")
     after = Job.objects.filter(pk=job.pk).values().first()
     assert after != before or Job.objects.count() == 2
 

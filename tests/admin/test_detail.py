@@ -40,8 +40,8 @@ def test_detail_shows_redacted_pretty_config_result_error_history_and_timeline(a
     assert "&lt;img src=x onerror=alert(2)&gt;" in html and "<img src=x" not in html
     assert "Traceback (most recent call last)" in html  # the full error
     assert "<b>ValueError</b>: card &lt;b&gt;declined&lt;/b&gt;" in html
-    assert "attempts_exhausted" in html and "w2" in html and "120 ms" in html
-    assert "attempt 1 started (w1)" in html and "enqueued" in html and "finished: failed" in html
+    assert "failed, no attempts left" in html and "w2" in html and "120 ms" in html
+    assert "attempt 1 started on w1" in html and "enqueued" in html
 
 
 def test_detail_is_read_only(admin_client):

@@ -7,74 +7,16 @@ Under CI=true a missing browser or Playwright is a failure, never a skip.
 
 from __future__ import annotations
 
-import os
-import shutil
 from datetime import datetime, timezone
-from pathlib import Path
-
-import pytest
-from django.contrib.auth.models import User
 
 from django_pgjobs import rollup
 from django_pgjobs.models import Job
 from django_pgjobs.sql import rollups
 from tests.admin.helpers import make_job
-from tests.conftest import missing_requirement
+from tests.browser.conftest import SHOTS
 from tests.observability.helpers import run_worker
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
-
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "test-artifacts" / "screenshots"
-CHROMIUM = os.environ.get("PGJOBS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-def _missing(what: str, how: str) -> None:
-    missing_requirement(what, how)
-
-
-@pytest.fixture
-def browser():
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        _missing(f"chromium ({CHROMIUM})", "apt-get update && apt-get install -y chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright", "pip install -e '.[browser]'")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture(scope="session")
-def admin_static():
-    """The live server needs STATIC_URL before it starts (tests/settings.py has none); serve
-    the admin's own CSS from its package so that the screenshots look like the admin."""
-    import django.contrib.admin
-    from django.test import override_settings
-
-    static = Path(django.contrib.admin.__file__).parent / "static"
-    with override_settings(STATIC_URL="/static/", STATIC_ROOT=str(static)):
-        yield
-
-
-@pytest.fixture
-def page(admin_static, browser, live_server, transactional_db, monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test are
-    # still synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    User.objects.create_superuser("ops", "ops@example.com", "secret-pw")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(15_000)
-    yield pg
-    context.close()
 
 
 def seed_activity() -> Job:
@@ -102,13 +44,13 @@ def test_dashboard_changelist_and_retry_in_a_real_browser(page, live_server):
     page.click("input[type=submit]")
     page.wait_for_url("**/admin/django_pgjobs/dashboard/")
 
-    charts = page.locator("svg.pgjobs-chart")
+    charts = page.locator("figure.pgjobs-chart")
     assert charts.count() == 3
     for i in range(3):
         box = charts.nth(i).bounding_box()
-        assert box and box["width"] > 200 and box["height"] > 80, box
+        assert box and box["width"] > 200 and box["height"] > 60, box
     assert page.locator("#pgjobs-chart-throughput polyline").count() == 3
-    assert page.locator("#pgjobs-chart-durations rect.pgjobs-bar").count() >= 2
+    assert page.locator("#pgjobs-chart-durations .pgjobs-bar").count() >= 2
     assert page.locator("#pgjobs-queues").inner_text().count("mail") == 1
     page.screenshot(path=str(SHOTS / "dashboard.png"), full_page=True)
 
@@ -123,7 +65,7 @@ def test_dashboard_changelist_and_retry_in_a_real_browser(page, live_server):
     assert page.locator("#result_list tbody tr").count() == 1
     page.screenshot(path=str(SHOTS / "changelist.png"), full_page=True)
 
-    page.check(f'input[name=_selected_action][value="{failed.id}"]')
+    page.check(f'input[name=_selected_action][value="{failed.id}"]')  # noqa: Q000
     page.select_option("select[name=action]", "retry_jobs")
     page.click("button[name=index]")
     page.wait_for_selector("ul.messagelist")
@@ -133,6 +75,6 @@ def test_dashboard_changelist_and_retry_in_a_real_browser(page, live_server):
     run_worker()
     page.goto(f"{live_server.url}/admin/django_pgjobs/job/{failed.id}/change/")
     body = page.locator("#content").inner_text()
-    assert "completed" in body and "do-not-show" not in body and "manual_retry" in body
+    assert "completed" in body and "do-not-show" not in body and "retried by admin:ops" in body
     page.screenshot(path=str(SHOTS / "job-detail.png"), full_page=True)
     assert Job.objects.get(pk=failed.id).status == "COMPLETED"

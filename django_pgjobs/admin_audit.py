@@ -1,0 +1,80 @@
+"""The trace an admin action leaves: one Django LogEntry per job (the admin's "Recent actions"
+and each job's history page), and an entry in the job's own history naming who did it and when.
+
+    reprs(ids)                               -> {id: "type #id"}, read before a delete
+    record(request, action, done, reprs)     -> LogEntries + history entries for the jobs done
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.http import HttpRequest
+
+from . import conf, db
+from .models import Job
+from .tables import JOB_TABLE
+
+# action -> (LogEntry flag, change message, history outcome)
+ACTIONS = {
+    "retry": (CHANGE, "Retried (pending again, due now)", "manual_retry"),
+    "run_now": (CHANGE, "Made due now", "run_now"),
+    "cancel": (CHANGE, "Cancelled (or cancel requested if running)", "cancel"),
+    "duplicate": (CHANGE, "Duplicated as a new job", "duplicated"),
+    "delete": (DELETION, "Deleted", ""),
+}
+
+
+def reprs(ids: Sequence[int]) -> dict[int, str]:
+    rows = Job.objects.using(conf.get("DATABASE")).filter(id__in=list(ids)).values_list(
+        "id", "type")
+    return {i: f"{t} #{i}" for i, t in rows}
+
+
+def record(request: HttpRequest, action: str, done: Sequence[int],
+           names: dict[int, str] | None = None, copies: dict[int, int] | None = None) -> None:
+    """Log ``action`` on the jobs ``done`` by ``request.user``; ``copies`` maps a duplicated job
+    to its new copy (logged as an addition too)."""
+    done = list(done)
+    if not done:
+        return
+    flag, message, outcome = ACTIONS[action]
+    names = names if names is not None else reprs(done)
+    user = request.user
+    ctype = ContentType.objects.get_for_model(Job, for_concrete_model=False)
+    entries = [LogEntry(user_id=user.pk, content_type_id=ctype.pk, object_id=str(i),
+                        object_repr=names.get(i, f"job #{i}")[:200], action_flag=flag,
+                        change_message=message + (f" #{copies[i]}" if copies and i in copies
+                                                  else ""))
+               for i in done]
+    entries += [LogEntry(user_id=user.pk, content_type_id=ctype.pk, object_id=str(new),
+                         object_repr=f"{names.get(src, 'job')} copy #{new}"[:200],
+                         action_flag=ADDITION, change_message=f"Added as a copy of job #{src}")
+                for src, new in (copies or {}).items()]
+    LogEntry.objects.bulk_create(entries)
+    if outcome:
+        _note_on_jobs(done, outcome, f"admin:{user.get_username()}", copies or {})
+
+
+def _note_on_jobs(ids: list[int], outcome: str, by: str, copies: dict[int, int]) -> None:
+    """Who and when, in the job's history: completes the 'manual_retry' entry the retry just
+    appended, or appends an entry of its own."""
+    extra = json.dumps({str(k): v for k, v in copies.items()})
+    with db.cursor(conf.get("DATABASE")) as cur:
+        cur.execute(
+            f"""UPDATE {JOB_TABLE} SET history = CASE
+                    WHEN %(outcome)s = 'manual_retry'
+                         AND history -> -1 ->> 'outcome' = 'manual_retry'
+                         AND NOT (history -> -1 ? 'by')
+                    THEN jsonb_set(history, '{{-1}}', (history -> -1)
+                         || jsonb_build_object('by', %(by)s::text, 'at', now()))
+                    ELSE history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+                         'outcome', %(outcome)s::text, 'by', %(by)s::text, 'at', now(),
+                         'status', status, 'job_id', (%(copies)s::jsonb ->> id::text)::bigint)))
+                    END
+                WHERE id = ANY(%(ids)s::bigint[])""",
+            {"outcome": outcome, "by": by, "ids": ids, "copies": extra},
+        )

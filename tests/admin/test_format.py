@@ -1,0 +1,69 @@
+"""How the admin writes values (admin_format), the charts' log scale and the state tabs'
+estimated counts (admin_counts)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from django.db import connection
+
+from django_pgjobs import admin_counts, charts
+from django_pgjobs.admin_format import relative, span, when
+from tests.admin.helpers import make_job
+
+UTC = timezone.utc  # datetime.UTC is Python >= 3.11
+NOW = datetime(2026, 12, 1, 21, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0.0123, "12 ms"), (1.25, "1.2 s"), (12.4, "12 s"), (64, "1 min 4 s"), (120, "2 min"),
+    (3 * 3600 + 125, "3 h 2 min"), (86_400 * 2 + 3600 * 5, "2 d 5 h"),
+])
+def test_durations_in_the_two_largest_units(seconds, text):
+    assert span(seconds) == text
+
+
+def test_relative_times_tell_jobs_apart_and_carry_the_exact_time():
+    assert ">12 s ago</time>" in relative(NOW - timedelta(seconds=12), NOW)
+    assert ">13 s ago</time>" in relative(NOW - timedelta(seconds=13), NOW)
+    assert ">in 3 min 4 s</time>" in relative(NOW + timedelta(seconds=184), NOW)
+    assert 'datetime="2026-12-01T20:59:48+00:00"' in relative(NOW - timedelta(seconds=12), NOW)
+
+
+def test_one_date_format_locale_aware_with_seconds_and_iso_title():
+    html = when(NOW)
+    assert html == ('<time datetime="2026-12-01T21:00:00+00:00" '
+                    'title="2026-12-01T21:00:00+00:00">Dec. 1, 2026, 21:00:00</time>')
+    assert when("2026-12-01T21:00:00+00:00") == html  # history entries store ISO text
+    assert when(None) == "–"
+
+
+def test_bars_go_on_a_log_scale_only_when_one_row_would_flatten_the_rest():
+    flat = charts.bar_chart([("fast", [("p50", 40.0)]), ("slow", [("p50", 90_000.0)])],
+                            title="d")
+    assert "pgjobs-log" in flat and "log scale" in flat
+    widths = [float(w) for w in re.findall(r"width:([\d.]+)%", flat)]
+    assert widths[0] > 20  # the fast type is still visible
+    even = charts.bar_chart([("a", [("p50", 40.0)]), ("b", [("p50", 90.0)])], title="d")
+    assert "pgjobs-log" not in even
+
+
+@pytest.mark.django_db
+def test_state_tabs_count_exactly_when_cheap_and_estimate_from_statistics(monkeypatch):
+    for _ in range(30):
+        make_job("COMPLETED")
+    make_job("FAILED")
+    tabs = {t.state: t for t in admin_counts.state_tabs()}
+    assert (tabs["COMPLETED"].count, tabs["COMPLETED"].estimated) == (30, False)
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE pgjobs_job")
+    monkeypatch.setattr(admin_counts, "EXACT_UP_TO", 5)
+    tabs = {t.state: t for t in admin_counts.state_tabs()}
+    assert tabs["COMPLETED"].estimated and tabs["COMPLETED"].shown.startswith("≈ ")
+    assert 20 <= tabs["COMPLETED"].count <= 40
+    assert (tabs["FAILED"].count, tabs["FAILED"].estimated) == (1, False)
+    monkeypatch.setattr(admin_counts, "SCAN_UP_TO_ROWS", 10)  # a "big" table: no full scan
+    tabs = {t.state: t for t in admin_counts.state_tabs()}
+    assert tabs["COMPLETED"].estimated and not tabs["FAILED"].estimated
