@@ -39,7 +39,7 @@ from . import executor, maintenance
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
-from .listener import Listener
+from .listener import Armed, Listener
 from .options import WorkerOptions
 from .producer import Producer
 from .services import ServiceRunner
@@ -51,6 +51,7 @@ BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batc
 BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
+GATE_WAIT = 0.02  # seconds a worker going to sleep waits for the doorbell's gate, then retries
 
 
 class Worker:
@@ -325,9 +326,28 @@ class Worker:
         if not self.completer.waiting():
             # Idle until a run ends, a NOTIFY arrives, a stop, the next heartbeat or the poll
             # interval (what finds new jobs while the listener is disconnected).
-            self._sleep(min(o.poll_interval, self.leases.until_due(time.monotonic())))
+            timeout = min(o.poll_interval, self.leases.until_due(time.monotonic()))
+            if self._ring_me():
+                self._sleep(timeout)
             self._wake.clear()
         self._gather_batch()
+
+    def _ring_me(self) -> bool:
+        """Before sleeping with a free thread, hold the doorbell (so enqueue rings) and, once
+        armed anew, claim once more: a job committed before that rang nobody (doorbell.py).
+        False when that claim found work (no sleep)."""
+        listener = self._listener
+        if listener is None or self._stopping.is_set():
+            return True
+        if self.producer.room(0)[0] <= 0:  # no free thread: a run that ends wakes the loop
+            listener.disarm()
+            return True
+        armed = listener.arm(GATE_WAIT)
+        if armed in (Armed.STILL, Armed.DOWN) or self._wake.is_set():
+            return True  # still armed since the last claim, or polling: sleep
+        # FRESH: claim once more. BUSY (a producer's transaction is open): claim too; the
+        # listener wakes the loop once the gate passes, for the claim that must follow it.
+        return not self.run_once()
 
     def _gather_batch(self) -> None:
         """While other running jobs keep ending, give them a moment to end too, so that one

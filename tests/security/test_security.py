@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_pgjobs import InvalidJobOption, JobStatus, enqueue, handler
 from django_pgjobs.models import Job
-from django_pgjobs.worker.listener import Listener
+from django_pgjobs.worker.listener import Armed, Listener
 from tests.conftest import eventually, sql_one
 
 PACKAGE = Path(__file__).resolve().parents[2] / "django_pgjobs"
@@ -144,6 +144,7 @@ def test_the_listen_channel_is_quoted_as_an_identifier(settings):
         eventually(listener.connected.is_set, timeout=10, message="listener connected")
         woken.wait(2)  # the wakeup every (re)connect gives
         woken.clear()
+        assert listener.arm(5.0) is Armed.FRESH  # asleep: enqueue rings
         job = enqueue("test.echo", {})
         assert woken.wait(10), "NOTIFY on the quoted channel never arrived"
     finally:
