@@ -53,7 +53,8 @@ def ring_sql(channel: str, due: str, queue: str) -> str:
 
 def arm_sql(channel: str) -> str:
     """Take S shared (a sleeper); true when taken."""
-    return f"SELECT pg_try_advisory_lock_shared({_SLEEPERS}, {channel_key(channel)})"
+    k = channel_key(channel)
+    return f"SELECT pg_try_advisory_lock_shared({_SLEEPERS}, {k})"
 
 
 def gate_sql(channel: str) -> str:

@@ -693,6 +693,7 @@ def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
     """Enqueue a fresh PENDING copy of each job (same type, queue, priority, config, trace and
     tenant; no unique key), due now. Returns (original id, new id) pairs."""
     channel = conf.get("NOTIFY_CHANNEL")
+    ring = doorbell.ring_sql(channel, "true", "q.queue")
     with db.cursor(using) as cur:
         cur.execute(
             f"""WITH src AS (
@@ -708,7 +709,7 @@ def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
                     FROM src ORDER BY id
                     RETURNING id, queue, history
                 ), wake AS (
-                    SELECT {doorbell.ring_sql(channel, "true", "q.queue")}
+                    SELECT {ring}
                     FROM (SELECT DISTINCT queue FROM ins) q
                 )
                 SELECT (history -> 0 ->> 'job_id')::bigint, id, (SELECT count(*) FROM wake)

@@ -86,6 +86,8 @@ CHECKED_NAMES = {
     ("rollups.py", "group_by"): "minute_rows() accepts only 'queue' or 'type'",
     ("rollups.py", "table"): "prune() loops over a literal tuple of table names",
     ("rollups.py", "column"): "prune() loops over a literal tuple of column names",
+    ("doorbell.py", "k"): "an int: channel_key() is a crc32",
+    ("queries.py", "ring"): "doorbell.ring_sql(): literals, int keys and the caller's columns",
 }
 _SQL = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE|LISTEN|NOTIFY|TRUNCATE)\b")
 _CONSTANT = re.compile(r"^(?:[a-z_]+\.)?_?[A-Z][A-Z0-9_]*(?:\.replace\([^()]*\))?$")
