@@ -68,6 +68,7 @@ class Listener(threading.Thread):
         self._conn: psycopg.Connection | None = None
         self._pipe_r, self._pipe_w = os.pipe()
         os.set_blocking(self._pipe_w, False)
+        self._pipe_closed = False
         self._cv = threading.Condition()
         self._want = False  # the claim loop wants the doorbell armed (it is about to sleep)
         self._gen = 0  # arm requests so far
@@ -111,9 +112,13 @@ class Listener(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
-        self._poke()
+        with self._cv:
+            self._poke()
 
     def _poke(self) -> None:
+        """Wake the thread's select() (called holding self._cv)."""
+        if self._pipe_closed:
+            return
         try:
             os.write(self._pipe_w, b"x")
         except BlockingIOError:  # full: a wake-up is pending anyway
@@ -156,8 +161,10 @@ class Listener(threading.Thread):
             finally:
                 self._close()
         self._lost()
-        os.close(self._pipe_r)
-        os.close(self._pipe_w)
+        with self._cv:  # no _poke() may write to a closed (or reused) descriptor
+            self._pipe_closed = True
+            os.close(self._pipe_r)
+            os.close(self._pipe_w)
 
     def _serve(self, conn: psycopg.Connection) -> None:
         """Until stopped: notifications, the loop's requests, self-checks."""
