@@ -23,6 +23,7 @@ Writes bench/results/producers.{json,md}.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -113,7 +114,8 @@ def run(args) -> int:
         if key == "pgjobs":
             sql(system, COPY_SQL)
         systems[key] = system
-    series = [s for s in SERIES if s[1] in systems]
+    wanted = os.environ.get("BENCH_PRODUCER_SERIES")  # e.g. "pgjobs,pgjobs+worker,pgjobs_copy"
+    series = [s for s in SERIES if s[1] in systems and (not wanted or s[0] in wanted.split(","))]
     samples: dict = {}
     try:
         for rnd in range(ctx.cfg["reps"]):

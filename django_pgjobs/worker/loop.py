@@ -52,6 +52,7 @@ BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
 GATE_WAIT = 0.02  # seconds a worker going to sleep waits for the doorbell's gate, then retries
+NAP = 0.005  # seconds an idle worker whose last claim found jobs waits before the next, unarmed
 
 
 class Worker:
@@ -79,6 +80,7 @@ class Worker:
         self._db_backoff = 0.0
         self._pause = 0.0  # after an unexpected error
         self._statistics_checked = False
+        self._claimed_last = False  # the last claim found jobs (the doorbell waits: NAP)
         # A finished run wakes the loop, which then waits up to BATCH_WINDOW for the other
         # running jobs to end too (or this many), so that one round trip records them all.
         # With prefetched jobs held, it waits for half of them (see cycle).
@@ -122,6 +124,7 @@ class Worker:
             if self.options.prefetch and not self.options.inline:
                 self.producer.release_held()
             claimed = self.cycle()
+            self._claimed_last = claimed > 0
             self._db_backoff = 0.0
             return claimed
         except (OperationalError, InterfaceError) as exc:
@@ -342,6 +345,10 @@ class Worker:
         if self.producer.room(0)[0] <= 0:  # no free thread: a run that ends wakes the loop
             listener.disarm()
             return True
+        if self._claimed_last:  # jobs are flowing: a nap, and the next claim finds the next
+            listener.disarm()  # ones; ringing for each would serialize the producers' commits
+            self._sleep(min(NAP, self.options.poll_interval))
+            return False
         armed = listener.arm(GATE_WAIT)
         if armed in (Armed.STILL, Armed.DOWN) or self._wake.is_set():
             return True  # still armed since the last claim, or polling: sleep
