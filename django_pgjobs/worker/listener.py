@@ -146,13 +146,14 @@ class Listener(threading.Thread):
                 delay = 0.5
                 self.wake()  # notifications sent while we were away are lost: claim now
                 self._serve(self._conn)
-            except psycopg.Error as exc:
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any error
                 self._lost()
                 if self._stop_event.is_set():
                     break
                 logger.warning(
                     "listener connection lost (%s: %s); polling until it is back, retry in %.1fs",
                     exc.__class__.__name__, " ".join(str(exc).split())[:200], delay,
+                    exc_info=not isinstance(exc, psycopg.Error),
                     extra={"action": "worker.listener_down"},
                 )
                 self.rebuilds += 1
@@ -174,8 +175,9 @@ class Listener(threading.Thread):
         while not self._stop_event.is_set():
             retry = self._reconcile(pg)
             timeout = max(0.0, next_check - time.monotonic())
-            readable, _, _ = select.select(
-                [pg.socket, self._pipe_r], [], [], timeout if retry is None else retry)
+            if retry is not None:
+                timeout = min(retry, timeout)
+            readable, _, _ = select.select([pg.socket, self._pipe_r], [], [], timeout)
             if self._pipe_r in readable:
                 os.read(self._pipe_r, 4096)
             if pg.socket in readable:

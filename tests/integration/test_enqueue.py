@@ -17,7 +17,7 @@ from django_pgjobs import (
     enqueue,
     enqueue_many,
 )
-from django_pgjobs import doorbell
+from django_pgjobs import doorbell, queries
 from django_pgjobs.models import Job
 from django_pgjobs.tracing import current_trace_id
 from tests.conftest import logged_sql, sql, sql_one
@@ -83,8 +83,12 @@ def test_no_notify_while_no_worker_sleeps():
         enqueue("test.echo", {}, queue="emails")
         assert [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)] == ["emails"]
         listener.execute(doorbell.DISARM_SQL)
-        enqueue("test.echo", {}, queue="emails")
+        job = enqueue("test.echo", {}, queue="emails")
+        queries.duplicate([job.id])  # the admin's "run again": the same rule
         assert list(listener.notifies(timeout=0.3)) == []
+        listener.execute(doorbell.arm_sql("pgjobs"))
+        queries.duplicate([job.id])
+        assert [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)] == ["emails"]
     finally:
         listener.close()
 
