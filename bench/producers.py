@@ -15,7 +15,8 @@ round (the order rotates). Series:
                   ALL: the same constraints and indexes) without NOTIFY: the baseline
   pgjobs_notify   pgjobs_copy + one pg_notify per insert (what enqueue() did before)
   raw, raw_plain  raw.py's INSERT with its statement NOTIFY trigger / into a table without it
-  peers           each peer's single enqueue (pg-boss, a node client, is not run here)
+  peers           each peer's single enqueue (pg-boss, a node client, is not run here;
+                  Procrastinate up to 16 producers: it pools connections per process)
 
 Writes bench/results/producers.{json,md}.
 """
@@ -37,6 +38,9 @@ SECONDS = {"quick": 2.0, "full": 4.0}
 COPY_SQL = ("DROP TABLE IF EXISTS pgjobs_job_copy; "
             "CREATE TABLE pgjobs_job_copy (LIKE pgjobs_job INCLUDING ALL)")
 BASELINE = "pgjobs_copy"
+# Procrastinate's connector keeps a pool of connections per producer process: 64 of them
+# exceed the server's max_connections (100).
+MAX_LEVEL = {"procrastinate": 16}
 
 # series: (name, system key, client command, with an idle worker)
 SERIES = [
@@ -53,13 +57,16 @@ SERIES = [
 ]
 
 
-def start_producers(ctx: Ctx, system: System, cmd: str, n: int) -> list[procs.Proc]:
+def start_producers(ctx: Ctx, system: System, cmd: str, n: int, started: list[procs.Proc]
+                    ) -> None:
+    """``n`` producers into ``started`` (the caller stops them, also when one fails to start)."""
     argv, cwd = system.client_argv("serve_producer", cmd)
-    started = [procs.Proc(argv, env=system.env(), cwd=cwd, pipes=True, name=f"{system.key}-{i}",
-                          log_path=ctx.tmp / f"producers-{system.key}.log") for i in range(n)]
+    for i in range(n):
+        started.append(procs.Proc(argv, env=system.env(), cwd=cwd, pipes=True,
+                                  name=f"{system.key}-{i}",
+                                  log_path=ctx.tmp / f"producers-{system.key}.log"))
     for p in started:
         p.reply(timeout=180)  # {"ready": true}: imported, connected, warmed up
-    return started
 
 
 def sample(producers: list[procs.Proc], seconds: float) -> dict:
@@ -85,8 +92,9 @@ def run_series(ctx: Ctx, system: System, name: str, cmd: str, worker: bool, seco
         time.sleep(3.0)  # started, listening, asleep
     producers: list[procs.Proc] = []
     try:
-        producers = start_producers(ctx, system, cmd, max(LEVELS))
-        for level in LEVELS:
+        levels = [n for n in LEVELS if n <= MAX_LEVEL.get(name, max(LEVELS))]
+        start_producers(ctx, system, cmd, max(levels), producers)
+        for level in levels:
             s = sample(producers[:level], seconds)
             out.setdefault(name, {}).setdefault(str(level), []).append(s)
             log(f"producers {name:>15} x{level:<2}: {s['rate']:8.0f} jobs/s")

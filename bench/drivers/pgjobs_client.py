@@ -20,6 +20,7 @@ import django  # noqa: E402
 django.setup()
 
 import clientlib  # noqa: E402
+
 from django_pgjobs import conf, enqueue, enqueue_many, queries  # noqa: E402
 
 
@@ -73,8 +74,8 @@ def copy_enqueue_one() -> Callable[[int], None]:
 
 
 def copy_notify_enqueue_one() -> Callable[[int], None]:
-    return _psycopg_one(_COPY_INSERT.replace(" RETURNING", " RETURNING pg_notify(%s, queue)::text,"),
-                        True)
+    notify_too = _COPY_INSERT.replace(" RETURNING", " RETURNING pg_notify(%s, queue)::text,")
+    return _psycopg_one(notify_too, True)
 
 
 if __name__ == "__main__":
