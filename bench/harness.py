@@ -836,11 +836,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--out", default=str(RESULTS), help="directory for latest.json/md/png")
     ap.add_argument("--report-only", action="store_true", help="re-render latest.md/png from latest.json")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--producers", action="store_true",
+                    help="only the workload of many concurrent producers (bench/producers.py)")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.producers:
+        import producers
+        return producers.run(args)
     out_dir = Path(args.out)
     if args.report_only:
         import report

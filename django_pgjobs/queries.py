@@ -2,7 +2,7 @@
 
 Every transition of the state machine is one statement here, fenced by the database:
 
-    enqueue      (nothing)  -> PENDING              INSERT, NOTIFY in the caller's transaction
+    enqueue      (nothing)  -> PENDING              INSERT (+ NOTIFY if a worker sleeps)
     claim        PENDING    -> RUNNING              lock with SKIP LOCKED, attempts + 1, new lease
     heartbeat    RUNNING    -> RUNNING              extend the lease of jobs we still hold
     progress     RUNNING    -> RUNNING              the handler's latest job.progress(...)
@@ -20,6 +20,7 @@ in db.py; SQL that changes no job's state lives with its table in sql/.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from uuid import UUID
 
 from django.db import connections, transaction
 
-from . import conf, db
+from . import conf, db, doorbell
 from .status import (
     ACTIVE_SQL,
     CANCELLED_SQL,
@@ -52,14 +53,15 @@ _INSERT_COLUMNS = (
 )
 _RETURN_COLUMNS = "id, run_after, created_at"  # updated_at = created_at (both statement_timestamp())
 
-# The NOTIFY rides in RETURNING (cheaper than a CTE around the INSERT): one per inserted row,
-# none when ON CONFLICT skipped it; delivered on commit.
+# The doorbell rides in RETURNING (cheaper than a CTE around the INSERT): evaluated once per
+# inserted row, none when ON CONFLICT skipped it; a NOTIFY only while a worker sleeps
+# (doorbell.py), delivered on commit.
 _INSERT_ONE = f"""
 INSERT INTO {T} ({_INSERT_COLUMNS})
 VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
         COALESCE(%s::timestamptz, now() + %s * interval '1 second'))
 {{on_conflict}}
-RETURNING {_RETURN_COLUMNS}, CASE WHEN run_after <= now() THEN pg_notify(%s, queue)::text END
+RETURNING {_RETURN_COLUMNS}, {{ring}}
 """
 
 _ON_CONFLICT_UNIQUE = (
@@ -67,8 +69,13 @@ _ON_CONFLICT_UNIQUE = (
 )
 
 
-_INSERT_ONE_PLAIN = _INSERT_ONE.format(on_conflict="")
-_INSERT_ONE_UNIQUE = _INSERT_ONE.format(on_conflict=_ON_CONFLICT_UNIQUE)
+@functools.cache
+def insert_one_sql(channel: str, unique: bool) -> str:
+    """enqueue()'s INSERT for ``channel`` (the doorbell's lock keys are literals in it)."""
+    return _INSERT_ONE.format(
+        on_conflict=_ON_CONFLICT_UNIQUE if unique else "",
+        ring=doorbell.ring_sql(channel, "run_after <= now()", "queue"),
+    )
 
 
 @dataclass(slots=True)
@@ -87,15 +94,14 @@ class NewJob:
 
 
 def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, datetime] | None:
-    """Insert one job and NOTIFY the workers (delivered on commit); returns (id, run_after,
-    created_at), None when the unique key is taken."""
-    sql = _INSERT_ONE_UNIQUE if job.unique_key else _INSERT_ONE_PLAIN
+    """Insert one job and ring the doorbell if a worker sleeps (delivered on commit); returns
+    (id, run_after, created_at), None when the unique key is taken."""
+    channel = conf.get("NOTIFY_CHANNEL")
     params = (
         job.type, job.queue, job.priority, job.config_json, job.trace_id, job.tenant_id,
-        job.operated_by, job.max_attempts, job.unique_key, job.run_at, job.delay,
-        conf.get("NOTIFY_CHANNEL"),
+        job.operated_by, job.max_attempts, job.unique_key, job.run_at, job.delay, channel,
     )
-    row = db.fetchone_prepared(using, sql, params)
+    row = db.fetchone_prepared(using, insert_one_sql(channel, bool(job.unique_key)), params)
     return None if row is None else row[:3]
 
 
@@ -118,10 +124,15 @@ WITH ins AS (
     ORDER BY c.n
     RETURNING id, run_after, queue
 ), wake AS (
-    SELECT pg_notify(%s, queue) FROM ins WHERE run_after <= now() LIMIT 1
+    SELECT {{ring}} FROM (SELECT queue FROM ins WHERE run_after <= now() LIMIT 1) due
 )
 SELECT id, (SELECT count(*) FROM wake) FROM ins ORDER BY id
 """
+
+
+@functools.cache
+def _insert_many_sql(channel: str) -> str:
+    return _INSERT_MANY.format(ring=doorbell.ring_sql(channel, "true", "due.queue"))
 
 
 INSERT_MANY_CHUNK = 5000  # configs per INSERT
@@ -134,7 +145,7 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
     with db.cursor(using) as cur:
         for array in config_arrays:
             cur.execute(
-                _INSERT_MANY,
+                _insert_many_sql(conf.get("NOTIFY_CHANNEL")),
                 (
                     job.type, job.queue, job.priority, job.trace_id, job.tenant_id,
                     job.operated_by, job.max_attempts, job.run_at, job.delay, array,
@@ -714,6 +725,8 @@ def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
               using: str | None = None) -> list[tuple[int, int]]:
     """Enqueue a fresh PENDING copy of each job (same type, queue, priority, config, trace and
     tenant; no unique key), due now. Returns (original id, new id) pairs."""
+    channel = conf.get("NOTIFY_CHANNEL")
+    ring = doorbell.ring_sql(channel, "true", "q.queue")
     with db.cursor(using) as cur:
         cur.execute(
             f"""WITH src AS (
@@ -729,11 +742,12 @@ def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
                     FROM src ORDER BY id
                     RETURNING id, queue, history
                 ), wake AS (
-                    SELECT pg_notify(%s, queue) FROM (SELECT DISTINCT queue FROM ins) q
+                    SELECT {ring}
+                    FROM (SELECT DISTINCT queue FROM ins) q
                 )
                 SELECT (history -> 0 ->> 'job_id')::bigint, id, (SELECT count(*) FROM wake)
                 FROM ins ORDER BY id""",
-            [list(ids), operated_by, conf.get("NOTIFY_CHANNEL")],
+            [list(ids), operated_by, channel],
         )
         return [(r[0], r[1]) for r in cur.fetchall()]
 

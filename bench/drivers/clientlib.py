@@ -155,6 +155,12 @@ def main(
     sets it up (connection...) and returns its ``enqueue_one``."""
     cmd, args = sys.argv[1], sys.argv[2:]
     singles = singles or {}
+    if cmd == "serve_producer":  # bench/producers.py: many producers at once
+        import producer_loop
+
+        producer_loop.serve(enqueue_one if args[0] == "enqueue_single" else singles[args[0]](),
+                            warm_up)
+        return
     if cmd == "serve_single":
         if args[0] != "enqueue_single" and args[0] not in singles:
             raise SystemExit(f"serve_single: unknown command {args[0]!r}")

@@ -39,7 +39,7 @@ from . import executor, maintenance, pooler
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
-from .listener import Listener
+from .listener import Armed, Listener
 from .options import WorkerOptions
 from .producer import Producer
 from .progress import ProgressWriter
@@ -53,6 +53,8 @@ BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
 EXIT_DATABASE_UNREACHABLE = 4  # a burst worker gave up on the database (--give-up-after)
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
+GATE_WAIT = 0.02  # seconds a worker going to sleep waits for the doorbell's gate, then retries
+NAP = 0.005  # seconds an idle worker whose last claim found jobs waits before the next, unarmed
 
 
 class Worker:
@@ -82,6 +84,7 @@ class Worker:
         self._db_down_since: float | None = None  # monotonic: first failure of the outage
         self._pause = 0.0  # after an unexpected error
         self._statistics_checked = False
+        self._claimed_last = False  # the last claim found jobs (the doorbell waits: NAP)
         # A finished run wakes the loop, which then waits up to BATCH_WINDOW for the other
         # running jobs to end too (or this many), so that one round trip records them all.
         # With prefetched jobs held, it waits for half of them (see cycle).
@@ -128,6 +131,7 @@ class Worker:
             if self.options.prefetch and not self.options.inline:
                 self.producer.release_held()
             claimed = self.cycle()
+            self._claimed_last = claimed > 0
             self._db_backoff = 0.0
             self._db_down_since = None
             return claimed
@@ -339,10 +343,33 @@ class Worker:
             # Idle until a run ends, a NOTIFY arrives, a stop, the next heartbeat or the poll
             # interval (what finds new jobs while the listener is disconnected).
             now = time.monotonic()
-            self._sleep(min(o.poll_interval, self.leases.until_due(now),
-                            self.progress.until_due(now), self.slots.until_deadline(now)))
+            timeout = min(o.poll_interval, self.leases.until_due(now),
+                          self.progress.until_due(now), self.slots.until_deadline(now))
+            if self._ring_me():
+                self._sleep(timeout)
             self._wake.clear()
         self._gather_batch()
+
+    def _ring_me(self) -> bool:
+        """Before sleeping with a free thread, hold the doorbell (so enqueue rings) and, once
+        armed anew, claim once more: a job committed before that rang nobody (doorbell.py).
+        False when that claim found work (no sleep)."""
+        listener = self._listener
+        if listener is None or self._stopping.is_set():
+            return True
+        if self.producer.room(0)[0] <= 0:  # no free thread: a run that ends wakes the loop
+            listener.disarm()
+            return True
+        if self._claimed_last:  # jobs are flowing: a nap, and the next claim finds the next
+            listener.disarm()  # ones; ringing for each would serialize the producers' commits
+            self._sleep(min(NAP, self.options.poll_interval))
+            return False
+        armed = listener.arm(GATE_WAIT)
+        if armed in (Armed.STILL, Armed.DOWN) or self._wake.is_set():
+            return True  # still armed since the last claim, or polling: sleep
+        # FRESH: claim once more. BUSY (a producer's transaction is open): claim too; the
+        # listener wakes the loop once the gate passes, for the claim that must follow it.
+        return not self.run_once()
 
     def _gather_batch(self) -> None:
         """While other running jobs keep ending, give them a moment to end too, so that one

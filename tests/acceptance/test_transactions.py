@@ -24,9 +24,10 @@ NOTIFY_ONLY = ("--poll-interval", "30", "--concurrency", "1", "-v", "1")
 
 
 def listening(worker):
-    """The worker's LISTEN is in place (so a NOTIFY sent from now on reaches it)."""
-    return sql_one("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                   "AND application_name LIKE %s AND query LIKE 'LISTEN%%'",
+    """The worker sleeps, listening with the doorbell armed (an enqueue from now on rings)."""
+    return sql_one("SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
+                   "WHERE a.datname = current_database() AND a.application_name LIKE %s "
+                   "AND l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted",
                    [f"pgjobs:%:{worker.pid}:%"])
 
 

@@ -17,6 +17,7 @@ from django_pgjobs import (
     enqueue,
     enqueue_many,
 )
+from django_pgjobs import doorbell, queries
 from django_pgjobs.models import Job
 from django_pgjobs.tracing import current_trace_id
 from tests.conftest import logged_sql, sql, sql_one
@@ -59,13 +60,37 @@ def test_savepoint_rollback_keeps_outer_jobs():
     assert list(Job.objects.values_list("id", flat=True)) == [kept.id]
 
 
-def _listen():
+def _listen(sleeping: bool = True):
+    """A LISTEN connection; ``sleeping``: it holds the doorbell's sleeper lock, as a worker
+    that sleeps does (enqueue rings only then)."""
     params = connection.get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
     conn = psycopg.connect(**params, autocommit=True)
     conn.execute("LISTEN pgjobs")
+    if sleeping:
+        assert conn.execute(doorbell.arm_sql("pgjobs")).fetchone()[0]
     return conn
+
+
+def test_no_notify_while_no_worker_sleeps():
+    listener = _listen(sleeping=False)
+    try:
+        enqueue("test.echo", {}, queue="emails")
+        enqueue_many("test.echo", [{}] * 3, queue="emails")
+        assert list(listener.notifies(timeout=0.3)) == []
+        listener.execute(doorbell.arm_sql("pgjobs"))
+        enqueue("test.echo", {}, queue="emails")
+        assert [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)] == ["emails"]
+        listener.execute(doorbell.DISARM_SQL)
+        job = enqueue("test.echo", {}, queue="emails")
+        queries.duplicate([job.id])  # the admin's "run again": the same rule
+        assert list(listener.notifies(timeout=0.3)) == []
+        listener.execute(doorbell.arm_sql("pgjobs"))
+        queries.duplicate([job.id])
+        assert [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)] == ["emails"]
+    finally:
+        listener.close()
 
 
 def test_notify_is_sent_on_commit_only():

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_pgjobs import InvalidJobOption, JobStatus, enqueue, handler
 from django_pgjobs.models import Job
-from django_pgjobs.worker.listener import Listener
+from django_pgjobs.worker.listener import Armed, Listener
 from tests.conftest import eventually, sql_one
 
 PACKAGE = Path(__file__).resolve().parents[2] / "django_pgjobs"
@@ -86,6 +86,8 @@ CHECKED_NAMES = {
     ("rollups.py", "group_by"): "minute_rows() accepts only 'queue' or 'type'",
     ("rollups.py", "table"): "prune() loops over a literal tuple of table names",
     ("rollups.py", "column"): "prune() loops over a literal tuple of column names",
+    ("doorbell.py", "k"): "an int: channel_key() is a crc32",
+    ("queries.py", "ring"): "doorbell.ring_sql(): literals, int keys and the caller's columns",
 }
 _SQL = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE|LISTEN|NOTIFY|TRUNCATE)\b")
 _CONSTANT = re.compile(r"^(?:[a-z_]+\.)?_?[A-Z][A-Z0-9_]*(?:\.replace\([^()]*\))?$")
@@ -144,6 +146,7 @@ def test_the_listen_channel_is_quoted_as_an_identifier(settings):
         eventually(listener.connected.is_set, timeout=10, message="listener connected")
         woken.wait(2)  # the wakeup every (re)connect gives
         woken.clear()
+        assert listener.arm(5.0) is Armed.FRESH  # asleep: enqueue rings
         job = enqueue("test.echo", {})
         assert woken.wait(10), "NOTIFY on the quoted channel never arrived"
     finally:
