@@ -15,6 +15,10 @@ SESSION_STATE = re.compile(
 ALLOWED = {
     "db.py": {"SET plan_cache_mode", "set_config('application_name', %s, false)"},
     "worker/listener.py": {"LISTEN"},
+    # The producer's probe (taken and released in one expression), the sleeper's S and the
+    # gate's pass, both on the listener's direct connection.
+    "doorbell.py": {"pg_try_advisory_lock({_SLEEPERS}", "pg_try_advisory_lock_shared({_SLEEPERS}",
+                    "pg_try_advisory_lock({_GATE}"},
 }
 
 
