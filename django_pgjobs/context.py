@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -20,7 +22,7 @@ class JobContext:
     __slots__ = (
         "id", "type", "queue", "priority", "config", "attempts", "max_attempts", "trace_id",
         "tenant_id", "created_at", "worker_id", "_lease", "_cancel_requested",
-        "_lease_lost", "item_errors",
+        "_lease_lost", "_lease_until", "item_errors",
     )
 
     def __init__(
@@ -43,7 +45,8 @@ class JobContext:
         # The token as text: what the worker's statements send back (no str() per job).
         self._lease = str(lease_token)
         self._cancel_requested = cancel_requested
-        self._lease_lost = False
+        self._lease_lost = False  # the database said so, or the lease keeper noticed
+        self._lease_until = math.inf  # monotonic: the lease surely holds until then
         self.item_errors: list[dict[str, Any]] = []
 
     @property
@@ -66,8 +69,10 @@ class JobContext:
 
     @property
     def lease_lost(self) -> bool:
-        """True when the worker no longer holds the job: stop, your result will be discarded."""
-        return self._lease_lost
+        """True when the worker no longer holds the job: stop, your result will be discarded.
+        Also true, by the worker's own clock, once the lease was not renewed within its length
+        (a worker cut off from the database): by then another worker may run the job."""
+        return self._lease_lost or time.monotonic() >= self._lease_until
 
     def add_item_error(self, item: Any = None, error: Any = "", **details: Any) -> None:
         """Record that one item of the job failed while the rest went on."""

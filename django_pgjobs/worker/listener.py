@@ -11,6 +11,8 @@ import psycopg
 from django.db import connections
 from psycopg import sql
 
+from .. import netsafety
+
 logger = logging.getLogger("django_pgjobs.worker")
 
 
@@ -40,7 +42,7 @@ class Listener(threading.Thread):
         params.pop("cursor_factory", None)
         params.pop("context", None)
         params["application_name"] = self.application_name
-        conn = psycopg.connect(**params, autocommit=True)
+        conn = netsafety.connect(params, autocommit=True)
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         return conn
 
