@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import select
 from typing import Any
 
 import psycopg
@@ -99,6 +100,22 @@ def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     except DatabaseError as exc:  # best effort: the client side still bounds every wait
         logger.warning("could not set the session's TCP keepalives (%s)", exc,
                        extra={"action": "worker.keepalives_not_set"})
+
+
+def close_dead(conns: Any) -> None:
+    """Close the idle Django connections of ``conns`` whose socket has something to read: on
+    an idle connection, the end the server sent, or the error a keepalive left (the server
+    restarted, failed over, or the link died). The next query reconnects instead of failing."""
+    for conn in conns:
+        pg = conn.connection
+        if pg is None or conn.in_atomic_block or pg.closed:
+            continue
+        try:
+            readable = select.select([pg.fileno()], [], [], 0)[0]
+        except (OSError, ValueError):
+            readable = True
+        if readable:
+            conn.close()
 
 
 def connect(params: dict[str, Any], **kwargs: Any) -> psycopg.Connection:
