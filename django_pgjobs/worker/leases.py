@@ -58,12 +58,13 @@ class LeaseKeeper:
 
     def until_lost(self, now: float) -> float:
         """Seconds until the first lease held runs out by our clock (inf: none held)."""
-        return max(0.0, min((i.job._lease_until for i in self.slots.held()), default=math.inf)
-                   - now)
+        return max(0.0, min((i.job._lease_until for i in self.slots.all()
+                             if not i.job._lease_lost), default=math.inf) - now)
 
     def expire_unrenewed(self, now: float) -> None:
-        """Mark lost the leases not renewed within their length, by our clock (see above)."""
-        expired = [i for i in self.slots.held()
+        """Mark lost the leases not renewed within their length, by our clock (see above):
+        of every job held, its run ended or not (its outcome is not written yet)."""
+        expired = [i for i in self.slots.all()
                    if i.job._lease_until <= now and not i.job._lease_lost]
         for item in expired:
             item.job._lease_lost = True
