@@ -2,7 +2,10 @@
 
 Public API::
 
-    from django_pgjobs import handler, schedule, enqueue, enqueue_many, JobStatus, Retry, Fail
+    from django_pgjobs import handler, schedule, enqueue, enqueue_many, enqueue_on_commit,
+                              JobStatus, Retry, Fail
+    from django_pgjobs import Cancelled                       # a handler ends its job CANCELLED
+    from django_pgjobs import cancel, retry_now, run_now, duplicate, delete_finished  # operators
 """
 
 # The one place the version is written: pyproject.toml reads it ([tool.setuptools.dynamic]),
@@ -12,25 +15,31 @@ __version__ = "0.1.0.dev0"
 from .context import JobContext
 from .enqueue import enqueue, enqueue_many
 from .exceptions import (
+    Cancelled,
     ConfigTooLarge,
     EnqueueError,
     Fail,
     InvalidJobConfig,
     InvalidJobOption,
+    InvalidProgress,
     JobTimeout,
     PgJobsError,
     Retry,
     UnknownJobType,
 )
+from .on_commit import enqueue_on_commit
+from .operations import Cancellation, cancel, delete_finished, duplicate, retry_now, run_now
 from .registry import handler
 from .scheduler import schedule
 from .status import JobStatus
 
 __all__ = [
+    "Cancelled",
     "ConfigTooLarge",
     "EnqueueError",
     "Fail",
     "InvalidJobConfig",
+    "InvalidProgress",
     "InvalidJobOption",
     "JobContext",
     "JobStatus",
@@ -38,8 +47,15 @@ __all__ = [
     "PgJobsError",
     "Retry",
     "UnknownJobType",
+    "Cancellation",
+    "cancel",
+    "delete_finished",
+    "duplicate",
     "enqueue",
     "enqueue_many",
+    "enqueue_on_commit",
     "handler",
+    "retry_now",
+    "run_now",
     "schedule",
 ]

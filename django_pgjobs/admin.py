@@ -36,7 +36,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince, timeuntil
 
-from . import conf, dashboard, queries, registry
+from . import conf, dashboard, operations, registry
 from .models import Dashboard, Job
 from .sql import queues, rollups
 from .status import TERMINAL_STATUSES, JobStatus
@@ -402,7 +402,7 @@ class JobAdmin(admin.ModelAdmin):
             return actions
 
     def delete_model(self, request: HttpRequest, obj: Job) -> None:
-        if not queries.delete_terminal([obj.pk]):
+        if not operations.delete_finished(obj.pk):
             raise PermissionDenied("only finished jobs can be deleted")
 
     # --- list ----------------------------------------------------------------------------------
@@ -620,7 +620,7 @@ class JobAdmin(admin.ModelAdmin):
         ids = self._ids(request, queryset)
         if ids is None:
             return None
-        done = queries.retry_now(ids)
+        done = operations.retry_now(ids)
         return self._report(request, "Retry", ids, done,
                             "only failed, cancelled or completed-with-errors jobs are retried")
 
@@ -629,7 +629,7 @@ class JobAdmin(admin.ModelAdmin):
         ids = self._ids(request, queryset)
         if ids is None:
             return None
-        done = queries.run_now(ids)
+        done = operations.run_now(ids)
         return self._report(request, "Run now", ids, done,
                             "only pending jobs due later can be made due now")
 
@@ -638,7 +638,7 @@ class JobAdmin(admin.ModelAdmin):
         ids = self._ids(request, queryset)
         if ids is None:
             return None
-        cancelled, requested = queries.cancel(ids)
+        cancelled, requested = operations.cancel(ids)
         extra = (f" ({len(cancelled)} cancelled, {len(requested)} running: cancel requested, "
                  "the handler sees job.cancel_requested)") if requested else ""
         return self._report(request, "Cancel", ids, [*cancelled, *requested],
@@ -649,9 +649,7 @@ class JobAdmin(admin.ModelAdmin):
         ids = self._ids(request, queryset)
         if ids is None:
             return None
-        known = set(registry.registered_types())
-        allowed = list(Job.objects.filter(id__in=ids, type__in=known).values_list("id", flat=True))
-        pairs = queries.duplicate(allowed, operated_by=f"admin:{request.user.get_username()}")
+        pairs = operations.duplicate(ids, operated_by=f"admin:{request.user.get_username()}")
         response = self._report(request, "Duplicate", ids, [src for src, _ in pairs],
                                 "job type not registered in this process")
         if request.POST.get("_pgjobs_next") == "detail" and len(pairs) == 1:
@@ -665,7 +663,7 @@ class JobAdmin(admin.ModelAdmin):
         ids = self._ids(request, queryset)
         if ids is None:
             return None
-        done = queries.delete_terminal(ids)
+        done = operations.delete_finished(ids)
         self._report(request, "Delete", ids, done,
                      "pending or running jobs are not deleted: cancel them first")
         return None

@@ -18,6 +18,7 @@ time of every ``@task`` module.
 from __future__ import annotations
 
 import numbers
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -119,6 +120,7 @@ class PgJobsBackend(BaseTaskBackend):
     def enqueue(self, task: Task, args: Iterable[Any], kwargs: dict[str, Any]) -> TaskResult:
         """Write the job in the caller's transaction (rolled back with it; runnable on commit)."""
         self.validate_task(task)
+        _check_importable(task)
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         name = tasks_registry.register_task(task)
         job = enqueue_job(
@@ -193,6 +195,22 @@ def _job_id(result_id: Any) -> int:
     if not 0 < job_id < 2**63:
         raise TaskResultDoesNotExist(result_id)
     return job_id
+
+
+def _check_importable(task: Task) -> None:
+    """A task whose module does not hold it (defined in a shell, or in a script run as
+    ``__main__``) can never be found by a worker: refused, as enqueue() refuses unknown types."""
+    module = sys.modules.get(task.func.__module__ or "")
+    found: Any = module
+    for part in task.func.__qualname__.split("."):
+        found = getattr(found, part, None)
+    if module is not None and task.func.__module__ not in ("__main__", "__mp_main__") and (
+            found is task.func or getattr(found, "func", None) is task.func):
+        return
+    raise InvalidTask(
+        f"task {task.func.__qualname__} is defined in {task.func.__module__ or 'no module'!r} "
+        "(a shell, or a script run as __main__), where no worker can import it: its jobs would "
+        "wait forever. Define it in a tasks.py module of an installed app")
 
 
 def _validate_options(task: Task) -> None:

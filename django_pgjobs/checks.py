@@ -53,8 +53,57 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         if engine != "django.db.backends.postgresql":
             errors.append(checks.Error(
                 f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses {engine}",
+                hint=f"set DATABASES[{alias!r}]['ENGINE'] = 'django.db.backends.postgresql' "
+                     "(with NAME, USER, PASSWORD, HOST and PORT of your PostgreSQL; pip install "
+                     "'psycopg[binary]'), or PGJOBS['DATABASE'] to an alias that uses it",
                 id="pgjobs.E007"))
+        errors += _check_routing(alias)
+    errors += _listen_through_pooler()
     return errors
+
+
+def _check_routing(alias: str) -> list[checks.CheckMessage]:
+    """W006: a queue database of its own that the routers do not send django_pgjobs to."""
+    from django.db import DEFAULT_DB_ALIAS, router
+
+    from .models import Job
+
+    wrong = []
+    if router.db_for_write(Job) != alias:
+        wrong.append(f"writes go to {router.db_for_write(Job)!r}")
+    if not router.allow_migrate_model(alias, Job):
+        wrong.append(f"migrations may not create its tables on {alias!r}")
+    if alias != DEFAULT_DB_ALIAS and router.allow_migrate_model(DEFAULT_DB_ALIAS, Job):
+        wrong.append(f"migrate creates its tables on {DEFAULT_DB_ALIAS!r} too")
+    if not wrong:
+        return []
+    return [checks.Warning(
+        f"PGJOBS['DATABASE'] is {alias!r} but the database routers disagree: "
+        + "; ".join(wrong),
+        hint="add 'django_pgjobs.routers.QueueRouter' to DATABASE_ROUTERS and run "
+        f"`manage.py migrate --database {alias}` (docs/queue-database.md)", id="pgjobs.W006")]
+
+
+def _listen_through_pooler() -> list[checks.CheckMessage]:
+    """W002: the listener's database declares a transaction pooler (Django's sign of one,
+    DISABLE_SERVER_SIDE_CURSORS), where LISTEN never hears a NOTIFY. Workers then poll."""
+    from django.db import connections
+
+    s = conf.get_settings()
+    listen_db = s["LISTEN_DATABASE"]
+    alias = s["DATABASE"] if listen_db is None else listen_db
+    if not isinstance(alias, str) or alias not in connections.settings:
+        return []  # a DSN (its user's choice), or a bad value (E006, E015)
+    if not connections.settings[alias].get("DISABLE_SERVER_SIDE_CURSORS"):
+        return []
+    setting = "PGJOBS['DATABASE']" if listen_db is None else "PGJOBS['LISTEN_DATABASE']"
+    return [checks.Warning(
+        "the worker's listener would wait for wakeups through a transaction pooler, where it "
+        f"never hears one: {setting} is {alias!r}, whose DATABASES entry sets "
+        "DISABLE_SERVER_SIDE_CURSORS; workers poll instead (PGJOBS['POLL_INTERVAL'])",
+        hint="set PGJOBS['LISTEN_DATABASE'] to a direct connection to the same database: an "
+             "alias of DATABASES without the pooler, or a libpq DSN (see docs/topology.md)",
+        id="pgjobs.W002")]
 
 
 # --- cron schedules, retention, maintenance intervals (pgjobs.E101 …) --------------------------

@@ -168,6 +168,13 @@ def _queue_name(value: Any) -> bool:
     return isinstance(value, str) and re.match(QUEUE_NAME_PATTERN, value) is not None
 
 
+def _listen_target(value: Any) -> bool:
+    from django.db import connections
+
+    return value is None or (isinstance(value, str) and "\x00" not in value and (
+        value in connections.settings or "=" in value or "://" in value))
+
+
 SECONDS = Number(unit="seconds", high=MAX_SECONDS)
 
 
@@ -210,7 +217,8 @@ class Setting:
 SETTINGS: list[Setting] = [
     # E007 (the alias is not PostgreSQL) is the hand-written follow-up in checks.py.
     Setting("DATABASE", "default", Alias(), "pgjobs.E006",
-            "database alias that holds the jobs table", option="using"),
+            "database alias of every table and statement of the queue; a database of its own: "
+            "see docs/queue-database.md (QueueRouter, W006)", option="using"),
     Setting("DEFAULT_QUEUE", "default", Custom(_queue_name, "a queue name"), "pgjobs.E012",
             "queue of a job when neither `enqueue()` nor its handler names one",
             hint="1-63 characters among letters, digits and '_.:-', starting with a letter, "
@@ -268,12 +276,21 @@ SETTINGS: list[Setting] = [
     Setting("NOTIFY_CHANNEL", "pgjobs", Custom(_channel_name, "a name of 1-63 bytes"),
             "pgjobs.E009", "LISTEN/NOTIFY channel of the wakeups",
             hint="PostgreSQL's pg_notify() refuses longer names: every enqueue would fail"),
+    Setting("LISTEN_DATABASE", None,
+            Custom(_listen_target, "None, an alias in DATABASES or a libpq connection string"),
+            "pgjobs.E015",
+            "where the worker's listener connects to LISTEN: `None`, the queue's database; an "
+            "alias of `DATABASES` or a libpq connection string (`\"host=… dbname=…\"`, "
+            "`\"postgresql://…\"`) naming a direct connection, for a queue database behind a "
+            "transaction pooler (without one such a worker polls: see docs/topology.md, W002)",
+            hint="an alias such as 'direct', or 'postgresql://user@db-host:5432/app'"),
     Setting("PREPARED_STATEMENTS", "auto", OneOf(("auto", True, False)), "pgjobs.E010",
             "prepare enqueue's INSERT and the worker's finalize and claim on the server "
             "(psycopg's protocol-level prepared statements, once per connection). `\"auto\"`: "
             "yes, unless the database sets `DISABLE_SERVER_SIDE_CURSORS` (what Django's docs ask "
-            "for behind a transaction-mode pooler); `False` behind a pooler that cannot hold "
-            "prepared statements (PgBouncer < 1.21 in transaction mode); `True` forces them"),
+            "for behind a transaction-mode pooler) or the connection is found to go through a "
+            "pooler; `False`: never; `True` forces them (PgBouncer >= 1.21 with "
+            "`max_prepared_statements`), until a pooler refuses one (docs/topology.md)"),
     Setting("REDACT_KEYS",
             ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
             Strings(), "pgjobs.E013",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
+
+from . import progress as progress_rules
 
 
 class JobContext:
@@ -16,13 +19,14 @@ class JobContext:
     ``job.id``, ``job.type``, ``job.queue``, ``job.trace_id``, ``job.tenant_id``. Report per-item
     problems with :meth:`add_item_error`; the job then ends COMPLETED_WITH_ERRORS with them in
     ``result["errors"]``. Check :attr:`cancel_requested` in long loops (refreshed by the
-    heartbeat) and return early when it turns true.
+    heartbeat) and, when it turns true, ``raise Cancelled()`` (the job ends CANCELLED). Report
+    how far a long run got with :meth:`progress`.
     """
 
     __slots__ = (
         "id", "type", "queue", "priority", "config", "attempts", "max_attempts", "trace_id",
         "tenant_id", "created_at", "worker_id", "_lease", "_cancel_requested",
-        "_lease_lost", "_lease_until", "item_errors",
+        "_lease_lost", "_lease_until", "item_errors", "_progress", "_on_progress",
     )
 
     def __init__(
@@ -48,6 +52,9 @@ class JobContext:
         self._lease_lost = False  # the database said so, or the lease keeper noticed
         self._lease_until = math.inf  # monotonic: the lease surely holds until then
         self.item_errors: list[dict[str, Any]] = []
+        self._progress: tuple[Any, Any, str | None, float] | None = None  # + time.monotonic()
+        # The worker's ProgressWriter.report: writes it later, on the worker's connection.
+        self._on_progress: Callable[[JobContext], None] | None = None
 
     @property
     def lease_token(self) -> UUID:
@@ -73,6 +80,26 @@ class JobContext:
         Also true, by the worker's own clock, once the lease was not renewed within its length
         (a worker cut off from the database): by then another worker may run the job."""
         return self._lease_lost or time.monotonic() >= self._lease_until
+
+    def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
+        """Report how far the run got: ``done`` of ``total`` (None: unknown), and a short note.
+
+        Cheap: it only remembers the value; the worker writes the latest one at most about once
+        a second, on its own connection, and the last one with the job's outcome. A bad value
+        (negative, NaN, ``done > total``, a note over 200 characters, not a number) raises
+        :class:`~django_pgjobs.exceptions.InvalidProgress` and records nothing.
+        """
+        done, total, note = progress_rules.check(done, total, note)
+        self._progress = (done, total, note, time.monotonic())
+        if self._on_progress is not None:
+            self._on_progress(self)
+
+    def progress_record(self, now: float | None = None) -> dict[str, Any] | None:
+        """The last report as the worker sends it (None: nothing reported)."""
+        if self._progress is None:
+            return None
+        done, total, note, at = self._progress
+        return progress_rules.record(done, total, note, (now or time.monotonic()) - at)
 
     def add_item_error(self, item: Any = None, error: Any = "", **details: Any) -> None:
         """Record that one item of the job failed while the rest went on."""

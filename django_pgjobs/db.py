@@ -1,21 +1,52 @@
 """Cursors for the SQL modules: plain, prepared (server-side binding), pipelined, and the
-generic-plan switch of the worker's connection. The hot path: see docs/performance.md."""
+generic-plan switch of the worker's connection. The hot path: see docs/performance.md.
+Behind a connection pooler (PgBouncer) nothing here keeps session state: see docs/topology.md."""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from django.db import connections
+from django.db import DatabaseError, ProgrammingError, connections
 from django.db.backends.postgresql.base import ServerBindingCursor
 from django.utils.asyncio import async_unsafe
 from psycopg.postgres import types as pg_types
 from psycopg.pq import Format
 
 from . import conf
+from .exceptions import NotMigrated
 from .tables import JOB_TABLE
+
+logger = logging.getLogger(__name__)
+
+
+def require_tables(using: str | None = None) -> None:
+    """NotMigrated unless the jobs table exists (one catalog lookup)."""
+    alias = using or conf.get("DATABASE")
+    with cursor(alias) as cur:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", [JOB_TABLE])
+        if not cur.fetchone()[0]:
+            raise NotMigrated(alias)
+
+
+def raise_if_not_migrated(exc: Exception, using: str | None = None) -> None:
+    """NotMigrated (run migrate) if ``exc`` is "relation pgjobs_... does not exist"."""
+    if getattr(exc.__cause__, "sqlstate", None) == "42P01" and "pgjobs_" in str(exc):
+        raise NotMigrated(using or conf.get("DATABASE")) from exc
+
+
+@contextmanager
+def tables_required(using: str | None = None) -> Iterator[None]:
+    """Within it, "relation pgjobs_... does not exist" becomes NotMigrated (run migrate)."""
+    try:
+        yield
+    except ProgrammingError as exc:
+        raise_if_not_migrated(exc, using)
+        raise
 
 
 def cursor(using: str | None):
@@ -36,6 +67,8 @@ class _PreparingCursor(ServerBindingCursor):
     afresh) and ``prepare=True`` asks for it, but only while a threshold is set.
     """
 
+    alias = ""  # the Django alias, for _fall_back_if_pooler
+
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         conn = self.connection
         threshold = conn.prepare_threshold
@@ -43,16 +76,89 @@ class _PreparingCursor(ServerBindingCursor):
             conn.prepare_threshold = 5
         try:
             return super().execute(query, params, prepare=True, **kwargs)
+        except psycopg.Error as exc:
+            _fall_back_if_pooler(self.alias, exc)
+            raise
         finally:
             conn.prepare_threshold = threshold
 
 
 def prepares(conn: Any) -> bool:
-    """Whether the Django connection ``conn`` runs our statements prepared."""
+    """Whether the Django connection ``conn`` runs our statements prepared: "auto" says no
+    behind a pooler, declared (DISABLE_SERVER_SIDE_CURSORS) or found (pooled()); True says yes
+    until a pooler refused one (_fall_back_if_pooler)."""
     setting = conf.get("PREPARED_STATEMENTS")
     if setting == "auto":
-        return not conn.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
-    return bool(setting)
+        return not conn.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS") and not pooled(conn)
+    return bool(setting) and conn.alias not in _UNPREPARED
+
+
+def pooled(conn: Any) -> bool:
+    """Whether the Django connection ``conn`` reaches PostgreSQL through a proxy such as
+    PgBouncer: the server's backend pid differs from the one the connection's startup reported
+    (a pooler answers the startup itself, with a cancel key of its own). Asked once per
+    connection (a round trip), the answer kept with it; False while its transaction is broken
+    (Django then refuses the statement itself)."""
+    if conn.connection is None:
+        conn.ensure_connection()
+    pg = conn.connection
+    found = getattr(pg, "_pgjobs_pooled", None)
+    if found is None:
+        if conn.needs_rollback:
+            return False
+        with conn.wrap_database_errors:
+            (pid,) = pg.execute("SELECT pg_backend_pid()").fetchone()
+        found = pg._pgjobs_pooled = pid != pg.info.backend_pid
+    return found
+
+
+def tag_session(conn: Any, name: str) -> None:
+    """Name the session in pg_stat_activity (application_name) and note whether ``conn`` is
+    pooled, in one round trip. Not through a pooler: the name would stay on a server
+    connection that other clients share."""
+    pg = conn.connection
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid() <> %s, CASE WHEN pg_backend_pid() = %s "
+                    "THEN set_config('application_name', %s, false) END",
+                    [pg.info.backend_pid, pg.info.backend_pid, name])
+        pg._pgjobs_pooled = cur.fetchone()[0]
+
+
+# Aliases on which a pooler refused a prepared statement (PREPARED_STATEMENTS = True behind
+# PgBouncer < 1.21 in transaction mode): this process goes on without prepared statements.
+_UNPREPARED: set[str] = set()
+_POOLER_SQLSTATES = {"26000", "42P05"}  # prepared statement does not exist / already exists
+
+
+def _fall_back_if_pooler(alias: str, exc: BaseException | None) -> None:
+    """After an error a pooler causes (our prepared statement missing, taken, or another
+    client's under our name), stop preparing on ``alias`` for this process, and say how to
+    configure it. The statement failed before it ran: the caller's retry loses nothing."""
+    if not isinstance(exc, psycopg.Error) or alias in _UNPREPARED:
+        return
+    sqlstate = exc.sqlstate or ""
+    if sqlstate not in _POOLER_SQLSTATES and not (
+            sqlstate == "08P01" and "prepared statement" in str(exc)):
+        return
+    _UNPREPARED.add(alias)
+    logger.error(
+        "a connection pooler refused a prepared statement on database %r (%s): going on "
+        "without prepared statements. Behind PgBouncer in transaction mode set "
+        "PGJOBS['PREPARED_STATEMENTS'] = 'auto' (or False) and DATABASES[%r]"
+        "['DISABLE_SERVER_SIDE_CURSORS'] = True; see docs/topology.md", alias,
+        " ".join(str(exc).split())[:200], alias, extra={"action": "db.unprepared"})
+
+
+@contextmanager
+def pipeline(conn: Any) -> Iterator[None]:
+    """A psycopg pipeline on the Django connection ``conn``, errors translated by Django
+    (they come at the sync) and a pooler's refusal noted as in _PreparingCursor."""
+    try:
+        with conn.wrap_database_errors, conn.connection.pipeline():
+            yield
+    except DatabaseError as exc:
+        _fall_back_if_pooler(conn.alias, exc.__cause__)
+        raise
 
 
 def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
@@ -69,6 +175,8 @@ def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
     if cursors is None or cursors[0].connection is not pg:  # first use, or reconnected
         with conn.wrap_database_errors:
             cursors = (_PreparingCursor(pg), _PreparingCursor(pg))
+            for cur in cursors:
+                cur.alias = conn.alias
             client = conn.create_cursor()  # carries Django's time zone loader, if it set one
             loader = client.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
             client.close()
@@ -130,9 +238,8 @@ def use_generic_plans(using: str | None = None) -> None:
     describe GENERIC_PLANS_MIN_ROWS rows (see above)."""
     alias = using or conf.get("DATABASE")
     conn = connections[alias]
-    if not prepares(conn):
+    if not prepares(conn) or pooled(conn):  # a session SET would stay on a shared connection
         return
-    conn.ensure_connection()
     pg = conn.connection  # the flags live with it: a new connection decides again
     if getattr(pg, "_pgjobs_generic_plans", False):
         return
@@ -172,3 +279,16 @@ def analyze_if_never_analyzed(table: str = JOB_TABLE, using: str | None = None) 
             return False
         cur.execute(f'ANALYZE "{table}"')  # a constant name; a non-owner gets a WARNING, no error
     return True
+
+
+def listen_connection_params(alias: str) -> dict[str, Any]:
+    """psycopg.connect() keyword arguments of the listener's own connection:
+    PGJOBS["LISTEN_DATABASE"] (an alias of DATABASES, or a libpq connection string or URL:
+    a direct connection when ``alias`` goes through a transaction pooler), or ``alias``'s."""
+    target = conf.get("LISTEN_DATABASE")
+    if target is not None and target not in connections.settings:
+        return {"conninfo": target}
+    params = connections[target or alias].get_connection_params()
+    params.pop("cursor_factory", None)  # Django's; the listener uses plain psycopg
+    params.pop("context", None)
+    return params

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import ProgrammingError, transaction
 from django.db.models import signals as model_signals
 from django.db.models.base import ModelState
 from django.utils import timezone
 
-from . import conf, queries, registry, signals
+from . import conf, db, queries, registry, signals
 from .exceptions import InvalidJobOption, UnknownJobType
 from .status import JobStatus
 from .tracing import current_trace_id
@@ -137,7 +137,11 @@ def enqueue(
     new.config_json = _encode(config)
     alias = using or conf.get("DATABASE")
     for _ in range(5):
-        row = queries.insert_job(new, using=alias)
+        try:
+            row = queries.insert_job(new, using=alias)
+        except ProgrammingError as exc:  # a try costs nothing on the hot path; a with would
+            db.raise_if_not_migrated(exc, alias)
+            raise
         if row is not None:
             job = _job_instance(new, config, row, alias)
             signals.job_enqueued.send(sender=job.type, job=job)
@@ -241,5 +245,9 @@ def enqueue_many(
     if not arrays:
         return []
     alias = using or conf.get("DATABASE")
-    with transaction.atomic(using=alias):
-        return queries.insert_many(new, arrays, using=alias)
+    try:
+        with transaction.atomic(using=alias):
+            return queries.insert_many(new, arrays, using=alias)
+    except ProgrammingError as exc:
+        db.raise_if_not_migrated(exc, alias)
+        raise

@@ -103,8 +103,29 @@ class Fail(PgJobsError):  # noqa: N818 - reads as an instruction: raise Fail(...
     """Raise from a handler to fail the job at once, without retrying (it goes to FAILED)."""
 
 
+class Cancelled(PgJobsError):  # noqa: N818 - reads as what happened: raise Cancelled()
+    """Raise from a handler that stopped because ``job.cancel_requested`` turned true: the job
+    ends CANCELLED (no retry). Raised without a cancel request, it cancels the job all the same."""
+
+    def __init__(self, reason: str = ""):
+        super().__init__(reason or "cancelled by the handler after a cancel request")
+
+
+class InvalidProgress(PgJobsError, ValueError, TypeError):
+    """``job.progress(...)`` got a value it cannot store; nothing was recorded, the job goes on."""
+
+
 class JobTimeout(PgJobsError):
     """Recorded as the error of a job whose handler ran longer than its ``timeout``."""
+
+
+class NotMigrated(PgJobsError):
+    """The django-pgjobs tables are not in the database (yet): run ``manage.py migrate``."""
+
+    def __init__(self, alias: str):
+        self.alias = alias
+        super().__init__(f"the django-pgjobs tables do not exist in database {alias!r}: run "
+                         "`manage.py migrate` first")
 
 
 class LeaseLost(PgJobsError):

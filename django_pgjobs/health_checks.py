@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
 
 from . import __version__, conf, db, registry
+from .exceptions import NotMigrated
 from .status import PENDING_SQL, RUNNING_SQL
 from .tables import JOB_TABLE, QUEUE_TABLE, SCHEDULE_FIRE_TABLE, SCHEDULE_TABLE, WORKER_TABLE
 
@@ -96,9 +97,21 @@ def evaluate(metrics: dict[str, Any], thresholds: Thresholds) -> list[str]:
 
 
 def report(thresholds: Thresholds | None = None, using: str | None = None) -> dict[str, Any]:
+    """The health report; a database that cannot be reached or is not migrated is unhealthy
+    (``metrics`` None, the reason in ``problems``)."""
     t = thresholds or Thresholds()
-    metrics = collect(t, using=using)
-    problems = evaluate(metrics, t)
+    alias = using or conf.get("DATABASE")
+    metrics: dict[str, Any] | None = None
+    try:
+        with db.tables_required(alias):
+            metrics = collect(t, using=alias)
+    except NotMigrated as exc:
+        problems = [str(exc)]
+    except (OperationalError, InterfaceError) as exc:
+        problems = [f"cannot reach database {alias!r}: {exc.__class__.__name__}: "
+                    f"{' '.join(str(exc).split())[:500]}"]
+    else:
+        problems = evaluate(metrics, t)
     return {"version": __version__, "healthy": not problems, "problems": problems,
             "metrics": metrics,
             "thresholds": {**asdict(t), "stale_lease_grace": t.grace()}}

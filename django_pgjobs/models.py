@@ -46,6 +46,18 @@ class TextIn(Func):
         super().__init__(expression, values=",".join(values))
 
 
+class QueueManager(models.Manager):
+    """The default manager of every model here: querysets on PGJOBS["DATABASE"], so the admin
+    and ``Job.objects`` read the queue's database with or without QueueRouter (routers.py).
+    ``.using(alias)`` still picks another."""
+
+    def get_queryset(self) -> models.QuerySet:
+        from . import conf
+
+        return self._queryset_class(model=self.model, using=self._db or conf.get("DATABASE"),
+                                    hints=self._hints)
+
+
 class Job(models.Model):
     # GENERATED ALWAYS AS IDENTITY (set in the migration): the application never picks an id.
     id = models.BigAutoField(primary_key=True)
@@ -85,6 +97,8 @@ class Job(models.Model):
     history = models.JSONField(default=list, db_default=[], blank=True)
     # What the handler last reported with job.progress(): {"done", "total", "note", "at"}.
     progress = models.JSONField(null=True, blank=True)
+
+    objects = QueueManager()
 
     class Meta:
         db_table = JOB_TABLE
@@ -153,6 +167,11 @@ class Job(models.Model):
                 fields=["trace_id"], name="pgjobs_job_trace_idx",
                 condition=Q(trace_id__isnull=False), opclasses=["varchar_pattern_ops"],
             ),
+            # enqueue_on_commit's key, in any status (the unique constraint covers active jobs).
+            models.Index(
+                fields=["unique_key"], name="pgjobs_job_unique_key_idx",
+                condition=Q(unique_key__isnull=False),
+            ),
             # The admin's problem filters (failed, cancelled, has error): few rows, newest first.
             models.Index(
                 fields=["status", "-id"], name="pgjobs_job_problem_idx",
@@ -173,7 +192,6 @@ class Job(models.Model):
 
 class Worker(models.Model):
     """A running ``runjobs`` process, upserted at every heartbeat (the admin's live workers)."""
-
     worker_id = models.CharField(max_length=255, primary_key=True)
     hostname = models.CharField(max_length=255)
     pid = models.IntegerField()
@@ -182,6 +200,8 @@ class Worker(models.Model):
     started_at = models.DateTimeField(db_default=Now())
     last_heartbeat = models.DateTimeField(db_default=Now())
     jobs_done = models.BigIntegerField(default=0, db_default=0)
+
+    objects = QueueManager()
 
     class Meta:
         db_table = WORKER_TABLE
@@ -193,7 +213,6 @@ class Worker(models.Model):
 
 class Queue(models.Model):
     """Operator controls of a queue, enforced by the claim. A queue without a row is open."""
-
     name = models.CharField(max_length=63, primary_key=True)
     paused = models.BooleanField(default=False, db_default=False)
     concurrency_limit = models.IntegerField(
@@ -201,6 +220,8 @@ class Queue(models.Model):
         help_text="At most this many jobs of the queue RUNNING at once, across all workers.",
     )
     updated_at = models.DateTimeField(db_default=Now())
+
+    objects = QueueManager()
 
     class Meta:
         db_table = QUEUE_TABLE
@@ -220,7 +241,6 @@ class Queue(models.Model):
 
 class Schedule(models.Model):
     """Runtime state of a cron schedule declared in settings or by decorator."""
-
     name = models.CharField(max_length=255, primary_key=True)
     enabled = models.BooleanField(default=True, db_default=True)
     last_fire_time = models.DateTimeField(null=True, blank=True)
@@ -228,6 +248,8 @@ class Schedule(models.Model):
     next_fire_time = models.DateTimeField(null=True, blank=True)
     run_now_requested = models.BooleanField(default=False, db_default=False)
     updated_at = models.DateTimeField(db_default=Now())
+
+    objects = QueueManager()
 
     class Meta:
         db_table = SCHEDULE_TABLE
@@ -240,11 +262,12 @@ class Schedule(models.Model):
 class ScheduleFire(models.Model):
     """One row per (schedule, fire time): the unique constraint makes each tick fire once,
     however many workers run the scheduler."""
-
     schedule = models.CharField(max_length=255)
     fire_time = models.DateTimeField()
     job_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
+
+    objects = QueueManager()
 
     class Meta:
         db_table = SCHEDULE_FIRE_TABLE
@@ -264,7 +287,6 @@ class ScheduleFire(models.Model):
 class JobStatMinute(models.Model):
     """What workers finished, per minute x queue x type. Each worker adds its in-memory counts
     with one upsert per flush; the rows outlive the pruning of the jobs they count."""
-
     minute = models.DateTimeField()
     queue = models.CharField(max_length=63)
     type = models.CharField(max_length=255)
@@ -275,6 +297,8 @@ class JobStatMinute(models.Model):
     # Runs per log-scale duration bucket (a JSON list of counts, index = rollup.bucket_of(ms)):
     # percentiles without the raw rows.
     duration_hist = models.JSONField(default=list, db_default=[], blank=True)
+
+    objects = QueueManager()
 
     class Meta:
         db_table = STAT_MINUTE_TABLE
@@ -290,13 +314,14 @@ class JobStatMinute(models.Model):
 
 class QueueDepthSample(models.Model):
     """Queue depth once a minute (one worker samples for the whole cluster)."""
-
     sampled_at = models.DateTimeField()
     queue = models.CharField(max_length=63)
     due = models.BigIntegerField(help_text="PENDING jobs whose run_after has passed.")
     scheduled = models.BigIntegerField(help_text="PENDING jobs due later.")
     running = models.BigIntegerField()
     oldest_due_age_s = models.FloatField(null=True, blank=True)
+
+    objects = QueueManager()
 
     class Meta:
         db_table = DEPTH_SAMPLE_TABLE

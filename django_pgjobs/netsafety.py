@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 from django.db import DatabaseError, connections
+from psycopg.conninfo import conninfo_to_dict
 
 from . import conf
 
@@ -20,10 +21,12 @@ logger = logging.getLogger("django_pgjobs.worker")
 
 # Set on the server for the session, from the client's values (keyword -> server setting, unit).
 # Only those the server knows are set (pg_settings), so an older server skips the newer ones.
+# Not through a pooler (the backend is not the one the startup reported): the settings would
+# stay on a server connection other clients share, whose peer is the pooler anyway.
 _SERVER_SQL = (
     "SELECT count(set_config(v.name, v.value, false)) "
     "FROM unnest(%s::text[], %s::text[]) AS v(name, value) "
-    "JOIN pg_settings s ON s.name = v.name"
+    "JOIN pg_settings s ON s.name = v.name WHERE pg_backend_pid() = %s"
 )
 
 
@@ -83,20 +86,21 @@ def _ms(seconds: Any) -> int | None:
     return int(seconds) * 1000 if seconds else None
 
 
-def set_server_side(cursor: Any, params: dict[str, Any]) -> None:
-    """SET the server-side twins for this session, in one statement (no startup `options`:
-    PgBouncer refuses that parameter; behind it the SET reaches a pooled server connection,
-    whose peer is PgBouncer: harmless, and PgBouncer's own tcp_* settings guard that link)."""
+def set_server_side(cursor: Any, params: dict[str, Any], backend_pid: int) -> None:
+    """Set the server-side twins for this session, in one statement, unless pooled (see
+    _SERVER_SQL; PgBouncer's own tcp_* settings guard its links). Not as the startup `options`
+    parameter, which costs no round trip but which PgBouncer refuses."""
     pairs = server_settings(params)
     if pairs:
-        cursor.execute(_SERVER_SQL, [[n for n, _ in pairs], [v for _, v in pairs]])
+        cursor.execute(_SERVER_SQL, [[n for n, _ in pairs], [v for _, v in pairs], backend_pid])
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     """Django's connection_created receiver of a worker: the server-side twins."""
     try:
         with connection.cursor() as cur:
-            set_server_side(cur, connection.settings_dict.get("OPTIONS") or {})
+            set_server_side(cur, connection.settings_dict.get("OPTIONS") or {},
+                            connection.connection.info.backend_pid)
     except DatabaseError as exc:  # best effort: the client side still bounds every wait
         logger.warning("could not set the session's TCP keepalives (%s)", exc,
                        extra={"action": "worker.keepalives_not_set"})
@@ -121,11 +125,14 @@ def close_dead(conns: Any) -> None:
 def connect(params: dict[str, Any], **kwargs: Any) -> psycopg.Connection:
     """psycopg.connect() with the client options, then the server-side twins (the listener's
     dedicated connection). ``kwargs``: psycopg.connect's own (autocommit=...)."""
+    if "conninfo" in params:  # a DSN (LISTEN_DATABASE): its keys win over ours too
+        params = {**conninfo_to_dict(params["conninfo"]),
+                  **{k: v for k, v in params.items() if k != "conninfo"}}
     params = with_client_options(params)
     conn = psycopg.connect(**params, **kwargs)
     try:
         with conn.cursor() as cur:
-            set_server_side(cur, params)
+            set_server_side(cur, params, conn.info.backend_pid)
         if not conn.autocommit:
             conn.commit()
     except BaseException:

@@ -5,6 +5,7 @@ Every transition of the state machine is one statement here, fenced by the datab
     enqueue      (nothing)  -> PENDING              INSERT, NOTIFY in the caller's transaction
     claim        PENDING    -> RUNNING              lock with SKIP LOCKED, attempts + 1, new lease
     heartbeat    RUNNING    -> RUNNING              extend the lease of jobs we still hold
+    progress     RUNNING    -> RUNNING              the handler's latest job.progress(...)
     finalize     RUNNING    -> COMPLETED | COMPLETED_WITH_ERRORS | FAILED | PENDING (retry)
     release      RUNNING    -> PENDING              shutdown: attempt refunded
     reap         RUNNING    -> PENDING | FAILED     lease expired (worker died)
@@ -165,6 +166,7 @@ SET status = {RUNNING_SQL},
     lease_expires_at = now() + %(lease)s * interval '1 second',
     started_at = clock_timestamp(),
     finished_at = NULL,
+    progress = NULL,
     updated_at = now()
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
@@ -388,6 +390,11 @@ _HISTORY_REAPED = _history_entry("'lease_expired'", "'lease expired'")
 
 # --- finalize ----------------------------------------------------------------------------------
 
+# A progress record (progress.record: done, total, note, age in seconds) as stored: "at" on the
+# database clock, so that it compares with started_at.
+_PROGRESS_VALUE = ("(v.progress - 'age') || jsonb_build_object("
+                   "'at', now() - (v.progress ->> 'age')::float8 * interval '1 second')")
+
 # Plan safety (the lease-fenced writes below). The fence is the lease token: the CHECK
 # pgjobs_job_lease_iff_running makes a non-NULL token mean RUNNING, so the statements do not
 # repeat the status test, which could steer the planner to the partial lease index (a hash join
@@ -397,7 +404,8 @@ _FINALIZE = f"""
 WITH v AS (
     SELECT * FROM jsonb_to_recordset(%(completions)s::jsonb) AS v(
         id bigint, token uuid, attempt int, status text, result jsonb, error text,
-        duration_ms bigint, delay double precision, run_at timestamptz, note text)
+        duration_ms bigint, delay double precision, run_at timestamptz, note text,
+        progress jsonb)
     LIMIT %(n_completions)s
 )
 UPDATE {T} j
@@ -410,9 +418,10 @@ SET status = v.status,
     run_after = CASE WHEN v.status = {PENDING_SQL}
                      THEN COALESCE(v.run_at, now() + v.delay * interval '1 second')
                      ELSE j.run_after END,
-    history = CASE WHEN v.status = {PENDING_SQL} OR v.status = {FAILED_SQL}
+    history = CASE WHEN v.status IN ({PENDING_SQL}, {FAILED_SQL}, {CANCELLED_SQL})
                    THEN {_HISTORY_FINISHED}
                    ELSE j.history END,
+    progress = CASE WHEN v.progress IS NULL THEN j.progress ELSE {_PROGRESS_VALUE} END,
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
@@ -436,6 +445,7 @@ class Completion:
     delay: float | None = None
     run_at: datetime | None = None
     note: str | None = None
+    progress: dict[str, Any] | None = None  # the last progress reported (progress.record)
     written: bool = False  # already recorded in the handler's own transaction
 
     def as_record(self) -> dict[str, Any]:
@@ -444,6 +454,7 @@ class Completion:
             "status": self.status, "result": self.result, "error": self.error,
             "duration_ms": self.duration_ms, "delay": self.delay,
             "run_at": self.run_at.isoformat() if self.run_at else None, "note": self.note,
+            "progress": self.progress,
         }
 
 
@@ -469,7 +480,7 @@ def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
 
 def _completion_json(c: Completion) -> str:
     if c.result is None and c.error is None and c.delay is None and c.run_at is None and (
-            c.note is None):  # a plain success, most of them: written out directly
+            c.note is None and c.progress is None):  # a plain success, most of them: direct
         return (f'{{"id":{int(c.id)},"token":"{c.token}","attempt":{int(c.attempt)},'
                 f'"status":"{c.status}","duration_ms":{int(c.duration_ms)}}}')
     return json.dumps(c.as_record(), separators=(",", ":"))
@@ -498,7 +509,7 @@ def finalize_and_claim(
     if pipelined:
         conn = connections[alias]
         fin, cl = db.prepared_cursor(alias, 0), db.prepared_cursor(alias, 1)
-        with conn.wrap_database_errors, conn.connection.pipeline():  # errors come at the sync
+        with db.pipeline(conn):
             fin.execute(_FINALIZE, _finalize_params(completions))
             cl.execute(_CLAIM, _claim_params(**claim_args))
         return {r[0] for r in fin.fetchall()}, _rows(cl)
@@ -532,6 +543,28 @@ def heartbeat(
             [lease_seconds, [i for i, _ in leases], [str(t) for _, t in leases]],
         )
         return {r[0]: r[1] for r in cur.fetchall()}
+
+
+# Progress reports (worker/progress.py): the latest of each job, fenced like every write.
+_PROGRESS = f"""
+UPDATE {T} j SET progress = {_PROGRESS_VALUE}
+FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, token uuid, progress jsonb)
+WHERE j.id = v.id AND j.lease_token = v.token
+RETURNING j.id
+"""
+
+
+def write_progress(reports: Sequence[tuple[int, UUID | str, dict[str, Any]]],
+                   using: str | None = None) -> set[int]:
+    """Store the progress of running jobs we still hold: (id, lease token, progress.record)
+    each. Returns the ids written; a missing id lost its lease (nothing written)."""
+    if not reports:
+        return set()
+    doc = json.dumps([{"id": i, "token": str(t), "progress": p} for i, t, p in reports],
+                     allow_nan=False)
+    with db.cursor(using) as cur:
+        cur.execute(_PROGRESS, [doc])
+        return {r[0] for r in cur.fetchall()}
 
 
 _RELEASE = f"""

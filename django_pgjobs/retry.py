@@ -11,15 +11,23 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from . import conf
-from .exceptions import MAX_RETRY_DELAY, Fail, LeaseLost, Retry, retry_delay_seconds, retry_time
+from .exceptions import (
+    MAX_RETRY_DELAY,
+    Cancelled,
+    Fail,
+    LeaseLost,
+    Retry,
+    retry_delay_seconds,
+    retry_time,
+)
 from .registry import HandlerSpec
 from .status import JobStatus
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    status: str  # JobStatus.PENDING (run again) or JobStatus.FAILED
-    note: str  # the history's outcome: retry, attempts_exhausted, failed, lease_lost
+    status: str  # JobStatus.PENDING (run again), FAILED, or CANCELLED (the handler's Cancelled)
+    note: str  # the history's outcome: retry, attempts_exhausted, failed, lease_lost, cancelled
     delay: float | None = None  # seconds after the database's now()
     run_at: datetime | None = None
     problem: str | None = None  # why the handler's Retry or the type's backoff was not used
@@ -36,6 +44,8 @@ def decide(
     expired). ``spec`` None (a type not registered here) takes the global policy."""
     if isinstance(exc, Fail):
         return Decision(JobStatus.FAILED, "failed")
+    if isinstance(exc, Cancelled):
+        return Decision(JobStatus.CANCELLED, "cancelled")
     if isinstance(exc, LeaseLost):  # the finalize will be refused too: nothing is overwritten
         return Decision(JobStatus.FAILED, "lease_lost")
     if not attempts_left(attempts, max_attempts):

@@ -225,7 +225,9 @@ def _build(name: str, e: Mapping[str, Any]) -> tuple[ScheduleSpec | None, list[P
     if not isinstance(cron, str) or not _valid_cron(cron):
         bad("cron", f"invalid cron expression {cron!r}")
     job_type = e.get("type")
-    if not isinstance(job_type, str) or registry.get(job_type) is None:
+    if job_type is None:
+        bad("type", "no 'type': name the job type it enqueues (a @handler's type)")
+    elif not isinstance(job_type, str) or registry.get(job_type) is None:
         bad("type", f"unknown job type {job_type!r}")
     tz = e.get("timezone") or getattr(settings, "TIME_ZONE", None) or "UTC"
     try:

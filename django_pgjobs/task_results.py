@@ -111,12 +111,35 @@ def errors_of(job: Job, attempts: list[Attempt]) -> list[TaskError]:
 # --- the TaskResult ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PgJobsTaskResult(TaskResult):
+    """Django's ``TaskResult`` plus ``progress``: the task's last ``context.progress(...)``
+    report, ``{"done", "total", "note", "at"}`` (None before any). ``refresh()`` updates it."""
+
+    progress: dict[str, Any] | None = None
+
+    def refresh(self) -> None:
+        _refresh_from(self, self.task.get_backend().get_result(self.id))
+
+    async def arefresh(self) -> None:
+        _refresh_from(self, await self.task.get_backend().aget_result(self.id))
+
+
+def _refresh_from(result: TaskResult, fresh: TaskResult) -> None:
+    for attr in (*_REFRESHED, "_return_value", "progress"):
+        object.__setattr__(result, attr, getattr(fresh, attr, None))
+
+
+_REFRESHED = ("errors", "finished_at", "started_at", "last_attempted_at", "status",
+              "enqueued_at", "worker_ids")
+
+
 def task_result(task: Task, job: Job) -> TaskResult:
     """The ``TaskResult`` of a task job row, for ``task`` (the task as it was enqueued)."""
     attempts = attempts_of(job)
     status = STATUS_MAP[job.status]
     config = job.config or {}
-    result = TaskResult(
+    result = PgJobsTaskResult(
         task=task,
         id=str(job.id),
         status=status,
@@ -129,6 +152,7 @@ def task_result(task: Task, job: Job) -> TaskResult:
         backend=str(config.get("backend", task.backend)),
         errors=errors_of(job, attempts),
         worker_ids=[a.worker for a in attempts],
+        progress=job.progress,
     )
     if status == TaskResultStatus.SUCCESSFUL:
         set_return_value(result, (job.result or {}).get("return_value"))

@@ -57,6 +57,10 @@ class PgJobsTaskContext(TaskContext):
 
     job: JobContext
 
+    def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
+        """Report how far the task got: ``job.progress()`` (read back as ``result.progress``)."""
+        self.job.progress(done, total, note)
+
 
 def job_type(task: Task) -> str:
     return TYPE_PREFIX + task.module_path

@@ -22,6 +22,15 @@ DATABASES["server_binding"] = {
     "OPTIONS": {**DATABASES["default"].get("OPTIONS", {}), "server_side_binding": True},
     "TEST": {"MIRROR": "default"},
 }
+# A second database for the queue (tests/queuedb): on the same server by default, on another one
+# when QUEUE_DATABASE_URL is set. Only tests that ask for it (databases=[..., "queue"]) create it.
+if os.environ.get("QUEUE_DATABASE_URL"):
+    DATABASES["queue"] = env.db("QUEUE_DATABASE_URL")
+else:
+    DATABASES["queue"] = {**DATABASES["default"], "NAME": DATABASES["default"]["NAME"] + "_queue"}
+DATABASES["queue"]["TEST"] = {}
+if os.environ.get("PGJOBS_TEST_QUEUE_DB_NAME"):  # worker subprocesses, as PGJOBS_TEST_DB_NAME
+    DATABASES["queue"]["NAME"] = os.environ["PGJOBS_TEST_QUEUE_DB_NAME"]
 
 SECRET_KEY = "tests-only"  # noqa: S105
 USE_TZ = True

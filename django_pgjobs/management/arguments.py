@@ -32,6 +32,21 @@ def bounded(
     return check
 
 
+def database_alias(value: str) -> str:
+    """An argparse ``type=``: a key of settings.DATABASES."""
+    if not conf.BY_NAME["DATABASE"].rule.accepts(value):
+        from django.db import connections
+
+        known = ", ".join(sorted(connections.settings))
+        raise argparse.ArgumentTypeError(f"{value!r} is not an alias of DATABASES ({known})")
+    return value
+
+
+def add_database_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database", type=database_alias, metavar="ALIAS",
+                        help="database alias of the queue (default: PGJOBS['DATABASE'])")
+
+
 def rule_type(rule: conf.Number | conf.Int) -> Callable[[str], Any]:
     """An argparse ``type=`` refusing what a setting's rule refuses, in the rule's words."""
 

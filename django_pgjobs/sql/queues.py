@@ -74,6 +74,14 @@ def limited_queues(using: str | None = None) -> list[str]:
         return [r[0] for r in cur.fetchall()]
 
 
+def has_pending(name: str, using: str | None = None) -> bool:
+    """Whether a PENDING job waits in the queue (walks the pending jobs: not for hot paths)."""
+    with db.cursor(using) as cur:
+        cur.execute(f"SELECT EXISTS (SELECT 1 FROM {JOB_TABLE} WHERE status = {PENDING_SQL} "
+                    "AND queue = %s)", [name])
+        return bool(cur.fetchone()[0])
+
+
 def queue_names(using: str | None = None) -> list[str]:
     """Every queue that has a control row (the admin's queue filter)."""
     with db.cursor(using) as cur:

@@ -39,4 +39,9 @@ def list_workers(using: str | None = None) -> list[tuple[Any, ...]]:
                        jobs_done, EXTRACT(EPOCH FROM now() - last_heartbeat)::float8
                 FROM {WORKER_TABLE} ORDER BY last_heartbeat DESC LIMIT 200"""
         )
-        return cur.fetchall()
+        # Django's cursor gives jsonb as text (JSONField decodes it itself): decode queues here.
+        return [(*r[:3], _json(r[3]), *r[4:]) for r in cur.fetchall()]
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value

@@ -47,6 +47,7 @@ class Completer:
 
     def put(self, item: InFlight, completion: Completion) -> int:
         """Hand over a run's outcome (any thread); returns how many wait (a hint)."""
+        item.job._on_progress = None  # its last progress travels with the outcome
         self._finished.put((item, completion))
         return self._finished.qsize()
 
@@ -169,6 +170,11 @@ def _log_finished(item: InFlight, c: Completion, applied: bool) -> None:
                 logger.name, logging.INFO, __file__, _SUCCESS_LINENO, _SUCCESS_FMT,
                 (action, *args), None, "_log_finished", extra,
             ))
+    elif c.status == JobStatus.CANCELLED:
+        logger.warning(
+            "job.cancelled " + _JOB_FMT + ": %s",  # noqa: G003 - constants
+            *args, _summary(c.error), extra={**extra, "action": "job.cancelled"},
+        )
     elif c.status == JobStatus.PENDING:
         when = f"at {c.run_at.isoformat()}" if c.run_at else f"in {c.delay or 0:.1f}s"
         logger.warning(

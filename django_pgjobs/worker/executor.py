@@ -135,7 +135,7 @@ def outcome_of_return(job: JobContext, value: Any, duration_ms: int) -> Completi
     """The Completion of a handler that returned ``value``."""
     patch, bad_result = _result_patch(value, job)
     done = Completion(id=job.id, token=job._lease, attempt=job.attempts, status="",
-                      duration_ms=duration_ms)
+                      duration_ms=duration_ms, progress=job.progress_record())
     if bad_result is not None:
         done.status = JobStatus.FAILED
         done.error = bad_result
@@ -156,7 +156,7 @@ def outcome_of_error(
     return Completion(
         id=job.id, token=job._lease, attempt=job.attempts, status=decision.status,
         error=error, duration_ms=duration_ms, delay=decision.delay, run_at=decision.run_at,
-        note=decision.note,
+        note=decision.note, progress=job.progress_record(),
     )
 
 

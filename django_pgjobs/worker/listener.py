@@ -8,10 +8,9 @@ import threading
 from collections.abc import Callable
 
 import psycopg
-from django.db import connections
 from psycopg import sql
 
-from .. import netsafety
+from .. import db, netsafety
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -38,9 +37,7 @@ class Listener(threading.Thread):
         self._conn: psycopg.Connection | None = None
 
     def _connect(self) -> psycopg.Connection:
-        params = connections[self.alias].get_connection_params()
-        params.pop("cursor_factory", None)
-        params.pop("context", None)
+        params = db.listen_connection_params(self.alias)
         params["application_name"] = self.application_name
         conn = netsafety.connect(params, autocommit=True)
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))

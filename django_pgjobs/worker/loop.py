@@ -35,13 +35,14 @@ from django.db.backends.signals import connection_created
 
 from .. import conf, db, health, netsafety, queries, registry, rollup, signals
 from ..sql import workers
-from . import executor, maintenance
+from . import executor, maintenance, pooler
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
 from .listener import Listener
 from .options import WorkerOptions
 from .producer import Producer
+from .progress import ProgressWriter
 from .services import ServiceRunner
 from .slots import InFlight, Slots
 
@@ -51,6 +52,7 @@ BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batc
 BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
 DB_BACKOFF_MAX = 5.0  # seconds: the longest wait before trying an unreachable database again
+EXIT_DATABASE_UNREACHABLE = 4  # a burst worker gave up on the database (--give-up-after)
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
 
 
@@ -71,13 +73,14 @@ class Worker:
                                   lambda: self.completer.total)
         self.services = ServiceRunner(maintenance.services_for(o, self.recorder, self._limited))
         self._wake = threading.Event()
+        self.progress = ProgressWriter(o.using, self.wake)
         self._stopping = threading.Event()
         self._signals_seen = 0
         self._threads: list[threading.Thread] = []
         self._listener: Listener | None = None
         self._health: health.HealthServer | None = None
         self._db_backoff = 0.0
-        self._db_down_since = 0.0  # monotonic: the first error of the current outage
+        self._db_down_since: float | None = None  # monotonic: first failure of the outage
         self._pause = 0.0  # after an unexpected error
         self._statistics_checked = False
         # A finished run wakes the loop, which then waits up to BATCH_WINDOW for the other
@@ -120,11 +123,14 @@ class Worker:
             if self.options.inline:  # run_jobs(): no services thread, the caller's transaction
                 self.services.run_due(now)
             self.leases.beat_if_due(now)
+            if self.slots.timed:  # timeouts within moments of their value, not at the next beat
+                self.leases.end_overdue(now)
+            self.progress.write_if_due(now)
             self._exit_if_stuck()
             if self.options.prefetch and not self.options.inline:
                 self.producer.release_held()
             claimed = self.cycle()
-            if self._db_backoff:
+            if self._db_down_since is not None:
                 self._on_db_back()
             return claimed
         except (OperationalError, InterfaceError) as exc:
@@ -178,6 +184,7 @@ class Worker:
         if not self.slots.start(item, time.monotonic()):  # released by a shutdown meanwhile
             return
         job = item.job
+        job._on_progress = self.progress.report
         try:
             if logger.isEnabledFor(logging.DEBUG):  # at INFO the one line per job is its outcome
                 logger.debug(
@@ -225,7 +232,10 @@ class Worker:
             t = threading.Thread(target=self._executor_thread, name=f"pgjobs-exec-{i}", daemon=True)
             t.start()
             self._threads.append(t)
-        if o.listen and not o.burst:
+        listen = o.listen and not o.burst
+        if not o.inline:  # the caller's connection (run_jobs) is not ours to probe
+            listen = pooler.check_at_start(self.using, listen=listen, poll_interval=o.poll_interval)
+        if listen:
             self._listener = Listener(
                 alias=self.using, channel=conf.get("NOTIFY_CHANNEL"), queues=o.queues,
                 wake=self.wake, application_name=self._app_name("listen"),
@@ -276,6 +286,7 @@ class Worker:
         while len(self.slots) and time.monotonic() < deadline:
             self._guarded(self._write_finished)
             self._guarded(lambda: self.leases.beat_if_due(time.monotonic()))
+            self._guarded(lambda: self.progress.write_if_due(time.monotonic()))
             self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
             self._wake.clear()
 
@@ -333,7 +344,9 @@ class Worker:
         if not self.completer.waiting():
             # Idle until a run ends, a NOTIFY arrives, a stop, the next heartbeat or the poll
             # interval (what finds new jobs while the listener is disconnected).
-            self._sleep(min(o.poll_interval, self.leases.until_due(time.monotonic())))
+            now = time.monotonic()
+            self._sleep(min(o.poll_interval, self.leases.until_due(now),
+                            self.progress.until_due(now), self.slots.until_deadline(now)))
             self._wake.clear()
         self._gather_batch()
 
@@ -382,24 +395,46 @@ class Worker:
             self.stop()
 
     def _on_db_error(self, exc: BaseException) -> None:
-        if not self._db_backoff:
+        if self._db_down_since is None:
             self._db_down_since = time.monotonic()
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), DB_BACKOFF_MAX)
-        logger.error(
-            "database error in the worker loop (%s: %s); retrying in %.2fs",
-            exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
-            extra={"action": "worker.db_error"},
-        )
+        if not (self.options.burst and not self._stopping.is_set() and self._give_up(exc)):
+            logger.error(
+                "database error in the worker loop (%s: %s); retrying in %.2fs",
+                exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
+                extra={"action": "worker.db_error"},
+            )
         try:
             connections[self.using].close()
         except Exception:  # noqa: BLE001,S110
             pass
 
     def _on_db_back(self) -> None:
-        self._db_backoff = 0.0
         logger.warning("database reachable again after %.1fs",
-                       time.monotonic() - self._db_down_since,
+                       time.monotonic() - (self._db_down_since or 0.0),
                        extra={"action": "worker.db_back"})
+        self._db_backoff = 0.0
+        self._db_down_since = None
+
+    def _give_up(self, exc: BaseException) -> bool:
+        """A burst worker stops once the database stayed unreachable for give_up_after
+        seconds (exit code 4): a cron or CI run must not hang. Its last retry is at that time."""
+        now = time.monotonic()
+        if self._db_down_since is None:
+            self._db_down_since = now
+        left = self._db_down_since + self.options.give_up_after - now
+        if left > 0:
+            self._db_backoff = min(self._db_backoff, left)
+            return False
+        logger.error(
+            "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
+            "left (runjobs --burst --give-up-after %g)", now - self._db_down_since,
+            exc.__class__.__name__, " ".join(str(exc).split())[:300],
+            self.options.give_up_after, extra={"action": "worker.gave_up"},
+        )
+        self.exit_code = EXIT_DATABASE_UNREACHABLE
+        self.stop()
+        return True
 
     def _on_refused(self, exc: Exception) -> None:
         """The database refused a write for its data: write the outcomes one by one."""
@@ -486,8 +521,6 @@ class Worker:
         role = ("main" if thread is threading.main_thread()
                 else "services" if thread.name == "pgjobs-services" else "exec")
         try:
-            with connection.cursor() as cur:
-                cur.execute("SELECT set_config('application_name', %s, false)",
-                            [self._app_name(role)])
+            db.tag_session(connection, self._app_name(role))
         except DatabaseError:  # pragma: no cover - tagging is best effort
             pass

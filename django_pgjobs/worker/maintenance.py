@@ -7,6 +7,7 @@
     pruner          finished jobs past their retention, in small batches
     depth_sample    queue depth once a minute for the cluster (one worker per minute)
     rollup_prune    rollup rows past ROLLUP_RETENTION_DAYS (one worker at a time)
+    unknown_types   due jobs of types this worker does not know: logged once per type
 """
 
 from __future__ import annotations
@@ -137,10 +138,39 @@ class RollupPrune(Service):
         return {"rows": rollups.prune(rollup.retention_days(), self.using)}
 
 
+class UnknownTypes(Service):
+    """Names the due jobs of types no handler here knows (never claimed: they wait for a worker
+    that registers them): one warning per type for the life of the worker. Its query walks the
+    due jobs, hence the long interval, and not before the first claim."""
+
+    name = "unknown_types"
+    interval = 300.0
+
+    def __init__(self, using: str) -> None:
+        super().__init__(using)
+        self.logged: set[str] = set()
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        from ..health_checks import unknown_due_types
+
+        found = unknown_due_types(registry.registered_types(), using=self.using)
+        for job_type, due in found:
+            if job_type in self.logged:
+                continue
+            self.logged.add(job_type)
+            logger.warning(
+                "job.unknown_type %s: %s due jobs of a type no handler of this worker knows; "
+                "they wait for a worker that registers it (deploy its handler, or cancel them)",
+                job_type, due, extra={"action": "job.unknown_type", "job_type": job_type},
+            )
+        return {"types": len(found)}
+
+
 def services_for(options: WorkerOptions, recorder: rollup.Recorder,
                  publish_limited: Callable[[list[str]], None]) -> list[Service]:
     """The services a worker with these options runs. A burst worker (and run_jobs()) only
-    rescues, reads queue controls and flushes counts; cron and pruning are for long-lived ones."""
+    rescues, reads queue controls and flushes counts; cron, pruning and the rest are for
+    long-lived ones."""
     o, using = options, options.using
     services: list[Service] = [
         QueueControls(using, o.queues, publish_limited),
@@ -153,4 +183,4 @@ def services_for(options: WorkerOptions, recorder: rollup.Recorder,
         services.append(Scheduler(using, o.scheduler_interval))
     if o.prune:
         services.append(Pruner(using, o.prune_interval))
-    return [*services, DepthSample(using), RollupPrune(using)]
+    return [*services, DepthSample(using), RollupPrune(using), UnknownTypes(using)]

@@ -17,6 +17,8 @@ class WorkerOptions:
     batch_size: int = _D["BATCH_SIZE"]
     prefetch: int = _D["PREFETCH"]  # jobs held beyond one per thread while all are short
     burst: bool = False
+    # With burst: seconds the database may stay unreachable before the worker gives up (exit 4).
+    give_up_after: float = 60.0
     max_jobs: int | None = None
     poll_interval: float = _D["POLL_INTERVAL"]
     shutdown_timeout: float = _D["SHUTDOWN_TIMEOUT"]

@@ -10,6 +10,7 @@ the executor threads both change states: each item has its own lock, the table a
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
@@ -34,6 +35,7 @@ class Slots:
         self._items: dict[int, InFlight] = {}
         self._lock = threading.Lock()
         self.zombies = 0  # abandoned runs whose thread is still stuck in the handler
+        self.timed = 0  # jobs held with a timeout: only then are deadlines looked at
 
     def __len__(self) -> int:
         return len(self._items)
@@ -42,11 +44,14 @@ class Slots:
         with self._lock:
             for item in items:
                 self._items[item.job.id] = item
+                self.timed += item.deadline is not None
 
     def remove(self, ids: list[int]) -> None:
         with self._lock:
             for job_id in ids:
-                self._items.pop(job_id, None)
+                item = self._items.pop(job_id, None)
+                if item is not None and item.deadline is not None:
+                    self.timed -= 1
 
     def all(self) -> list[InFlight]:
         with self._lock:
@@ -77,6 +82,14 @@ class Slots:
                 return False
             item.state = DONE
             return True
+
+    def until_deadline(self, now: float) -> float:
+        """Seconds until the first timeout of a running job (inf: none)."""
+        if not self.timed:
+            return math.inf
+        deadlines = [i.deadline for i in self.all()
+                     if i.deadline is not None and i.state == STARTED]
+        return max(0.0, min(deadlines) - now) if deadlines else math.inf
 
     def abandon_overdue(self, now: float) -> list[InFlight]:
         """STARTED -> ABANDONED for the runs past their deadline (their threads become zombies)."""

@@ -171,4 +171,5 @@ def transactional_write(job):
     return {"wrote": 1}
 
 
-from . import outcome_jobs  # noqa: E402,F401 - registers the test.outcome.* handlers
+# Register the test.outcome.* handlers and those of the operator tests (tests/ops).
+from . import ops_jobs, outcome_jobs  # noqa: E402,F401

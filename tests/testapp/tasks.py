@@ -83,3 +83,19 @@ def countdown(n):
     if n > 0:
         countdown.enqueue(n - 1)
     return n
+
+
+@task(takes_context=True)
+def count_up(context, n):
+    """Reports its progress through the task context (tests/ops/test_progress.py)."""
+    for i in range(1, n + 1):
+        context.progress(i, n, note="counted" if i == n else None)
+    return n
+
+
+@task(max_attempts=3)
+def cancels_itself():
+    """Ends its job CANCELLED (tests/ops/test_cancelled.py)."""
+    from django_pgjobs import Cancelled
+
+    raise Cancelled("no longer wanted")

@@ -26,6 +26,7 @@ BEFORE_THE_TABLE = {
     "NOTIFY_CHANNEL": "pgjobs",
     "REDACT_KEYS": ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
     "SCHEDULES": {}, "SCHEDULER_INTERVAL": 5.0, "RETENTION": {}, "PRUNE_INTERVAL": 300.0,
+    "LISTEN_DATABASE": None,  # added after the table
 }
 FIELDS = {f.name: f for f in dataclasses.fields(WorkerOptions)}
 

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 
 from ...health_checks import Thresholds, report
 from ...tables import JOB_TABLE
-from ..arguments import bounded
+from ..arguments import add_database_flag, bounded
 
 _number = bounded(float, low=0, high=1e12, what="a number >= 0")
 
@@ -40,6 +40,7 @@ class Command(BaseCommand):
                             help="due jobs of unregistered types do not make it unhealthy")
         parser.add_argument("--max-table-mb", type=_number, metavar="MB",
                             help=f"total size of {JOB_TABLE} (default: not checked)")
+        add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         thresholds = Thresholds(
@@ -48,7 +49,7 @@ class Command(BaseCommand):
             stale_lease_grace=opts["stale_lease_grace"],
             allow_unknown_types=opts["allow_unknown_types"], max_table_mb=opts["max_table_mb"],
         )
-        result = report(thresholds)
+        result = report(thresholds, using=opts["database"])
         if opts["json"]:
             self.stdout.write(json.dumps(result, indent=2, default=str))
         else:
@@ -60,6 +61,10 @@ class Command(BaseCommand):
         m = result["metrics"]
         w = self.stdout.write
         w(f"django-pgjobs {result['version']}")
+        if m is None:  # the database is unreachable or not migrated: problems say which
+            for problem in result["problems"]:
+                self.stderr.write(f"UNHEALTHY: {problem}")
+            return
         for name, t in m["tables"].items():
             w(f"{name}: {_mb(t['total_bytes'])} (table {_mb(t['table_bytes'])}, indexes "
               f"{_mb(t['index_bytes'])}), {t['live_tuples']} live / {t['dead_tuples']} dead "

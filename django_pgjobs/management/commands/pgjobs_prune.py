@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from ... import retention
-from ..arguments import bounded
+from ..arguments import add_database_flag, bounded
 
 _days = bounded(float, low=0, high=100_000, what="a number of days >= 0")
 _batch = bounded(int, low=1, high=100_000, what="an integer in [1, 100000]")
@@ -26,12 +26,14 @@ class Command(BaseCommand):
                             help="override the retention: jobs finished more than DAYS ago")
         parser.add_argument("--batch-size", type=_batch, default=retention.BATCH,
                             help=f"ids per DELETE (default {retention.BATCH})")
+        add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         statuses = opts["status"]
         older_than = opts["older_than"]
         if opts["dry_run"]:
-            planned = retention.plan(statuses=statuses, older_than=older_than)
+            planned = retention.plan(statuses=statuses, older_than=older_than,
+                                     using=opts["database"])
             if not planned:
                 self.stdout.write("nothing to prune: every selected status is kept forever")
             for status, (cutoff, count) in planned.items():
@@ -39,7 +41,8 @@ class Command(BaseCommand):
                                   f"{cutoff.isoformat(timespec='seconds')}")
             return
         counts = retention.prune_once(statuses=statuses, older_than=older_than,
-                                      batch=opts["batch_size"], max_batches=None)
+                                      batch=opts["batch_size"], max_batches=None,
+                                      using=opts["database"])
         keys = list(statuses or retention.JOB_STATUSES)
         if not statuses and older_than is None:  # a full pass also prunes these
             keys += ["schedule_fires", "workers"]

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ...exceptions import InvalidJobOption
 from ...sql import queues
 from ...validation import check_queue
+from ..arguments import add_database_flag
 
 
 def _limit(value: str) -> int | None:
@@ -28,6 +29,7 @@ class Command(BaseCommand):
             "not claimed (running jobs finish); a limit caps its RUNNING jobs cluster-wide.")
 
     def add_arguments(self, parser: Any) -> None:
+        add_database_flag(parser)  # before the action: pgjobs_queue --database queue list
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         for action, text in (("pause", "stop claiming the queue's jobs"),
                              ("resume", "claim the queue's jobs again")):
@@ -38,22 +40,22 @@ class Command(BaseCommand):
         sub.add_parser("list", help="queues with their controls and job counts")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        action = opts["action"]
+        action, using = opts["action"], opts["database"]
         if action == "list":
-            self._list()
+            self._list(using)
             return
         try:
             name = check_queue(opts["name"])
         except InvalidJobOption as exc:
             raise CommandError(str(exc)) from None
         if action == "limit":
-            info = queues.set_queue_limit(name, _limit(opts["limit"]))
+            info = queues.set_queue_limit(name, _limit(opts["limit"]), using)
         else:
-            info = queues.set_queue_paused(name, action == "pause")
+            info = queues.set_queue_paused(name, action == "pause", using)
         self.stdout.write(f"queue {info.name}: {_describe(info)}")
 
-    def _list(self) -> None:
-        rows = queues.queue_overview()
+    def _list(self, using: str | None) -> None:
+        rows = queues.queue_overview(using)
         if not rows:
             self.stdout.write("no queue has controls or active jobs")
             return

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from ... import stats
+from ... import db, stats
+from ...exceptions import NotMigrated
+from ..arguments import add_database_flag
 
 
 class Command(BaseCommand):
@@ -16,10 +18,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-        parser.add_argument("--database", default=None, help="database alias (default: PGJOBS)")
+        add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        data = stats.snapshot(opts["database"])
+        try:
+            with db.tables_required(opts["database"]):
+                data = stats.snapshot(opts["database"])
+        except NotMigrated as exc:
+            raise CommandError(str(exc)) from None
         if opts["json"]:
             self.stdout.write(json.dumps(data, indent=2, default=str))
             return

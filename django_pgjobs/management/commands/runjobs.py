@@ -6,12 +6,23 @@ import argparse
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError, connections
 
-from ...exceptions import InvalidJobOption
+from ... import conf, db, registry, scheduler
+from ...exceptions import InvalidJobOption, NotMigrated
+from ...sql import queues
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
-from ..arguments import add_setting_flags, flag_warnings, positive_int, setting_flags
+from ..arguments import (
+    add_database_flag,
+    add_setting_flags,
+    bounded,
+    flag_warnings,
+    positive_int,
+    setting_flags,
+)
 
 
 def _queues(value: str) -> list[str]:
@@ -22,6 +33,10 @@ def _queues(value: str) -> list[str]:
         return [check_queue(q) for q in names]
     except InvalidJobOption as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+_seconds = bounded(float, low=0, high=conf.MAX_SECONDS, low_inclusive=False,
+                   what="a number of seconds > 0")
 
 
 def _worker_id(value: str) -> str:
@@ -40,6 +55,20 @@ def _port(value: str) -> int:
     return n
 
 
+def unknown_queues(names: list[str], using: str) -> list[str]:
+    """Those of ``names`` that nothing names: handlers, tasks, schedules, DEFAULT_QUEUE, queue
+    controls, pending jobs (the last looked up only for names the others do not know)."""
+    known = {conf.get("DEFAULT_QUEUE"), *queues.queue_names(using)}
+    known.update(spec.effective_queue() for spec in map(registry.get, registry.registered_types())
+                 if spec is not None)
+    known.update(s.queue for s in scheduler.load()[0] if s.queue)
+    for backend in getattr(settings, "TASKS", {}).values():
+        if isinstance(backend, dict) and backend.get("BACKEND", "").startswith("django_pgjobs."):
+            known.update(backend.get("QUEUES") or [])
+    unknown = [n for n in names if n not in known]
+    return [n for n in unknown if not queues.has_pending(n, using)]
+
+
 class Command(BaseCommand):
     help = "Run a django-pgjobs worker: claim due jobs, run their handlers, record the outcome."
 
@@ -50,6 +79,9 @@ class Command(BaseCommand):
         add_setting_flags(parser)
         parser.add_argument("--burst", action="store_true",
                             help="process every due job, then exit 0")
+        parser.add_argument("--give-up-after", type=_seconds, metavar="SECONDS", default=60.0,
+                            help="with --burst: exit with code 4 once the database stayed "
+                                 "unreachable this long (default 60)")
         parser.add_argument("--max-jobs", type=positive_int, help="exit after this many jobs")
         parser.add_argument("--worker-id", type=_worker_id, help="name shown in logs and admin")
         parser.add_argument("--no-listen", action="store_true",
@@ -62,19 +94,37 @@ class Command(BaseCommand):
                             help="do not fire cron schedules from this worker")
         parser.add_argument("--no-prune", action="store_true",
                             help="do not delete old finished jobs from this worker")
+        add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         console.setup(opts["verbosity"])
+        if opts["database"]:  # for the whole process: its handlers' enqueues go there too
+            settings.PGJOBS = {**getattr(settings, "PGJOBS", {}), "DATABASE": opts["database"]}
+            conf.get_settings.cache_clear()
         for warning in flag_warnings(opts):  # e.g. --lease under 3 s, worded as pgjobs.W001
             self.stderr.write(f"WARNING: {warning}", style_func=self.style.WARNING)
         options = WorkerOptions.from_settings(
             **setting_flags(opts), queues=opts["queues"], burst=opts["burst"] or None,
+            give_up_after=opts["give_up_after"],
             max_jobs=opts["max_jobs"], worker_id=opts["worker_id"],
             listen=False if opts["no_listen"] else None,
             health_port=opts["health_port"], health_host=opts["health_host"],
             scheduler=False if opts["no_scheduler"] else None,
             prune=False if opts["no_prune"] else None,
         )
+        try:
+            db.require_tables(options.using)
+            for name in unknown_queues(options.queues or [], options.using):
+                self.stderr.write(
+                    f"WARNING: --queues {name}: no handler, task, schedule, queue control or "
+                    f"pending job names the queue {name!r}; this worker only runs jobs enqueued "
+                    "there explicitly (is it a typo?)", style_func=self.style.WARNING)
+        except (OperationalError, InterfaceError):  # down: the worker waits for it (or gives up)
+            pass
+        except NotMigrated as exc:
+            raise CommandError(str(exc)) from None
+        finally:  # the worker opens its own, tagged with its name (application_name)
+            connections[options.using].close()
         code = Worker(options).run()
         if code:
             sys.exit(code)
