@@ -51,16 +51,27 @@ def with_client_options(params: dict[str, Any]) -> dict[str, Any]:
     return {**client_options(), **params}
 
 
+# alias -> (its OPTIONS dict, the keys we added to it): ours to update, the user's never.
+_added: dict[str, tuple[dict[str, Any], set[str]]] = {}
+
+
 def protect_alias(alias: str) -> None:
     """Give every connection this process opens on ``alias`` the client options: added to its
-    DATABASES OPTIONS (the user's keys win). An open connection of this thread made without
-    them is closed, to be reopened with them. For runjobs, never for a caller's connection."""
-    settings = connections[alias].settings_dict
-    options = settings.setdefault("OPTIONS", {})
-    missing = {k: v for k, v in client_options().items() if k not in options}
-    if not missing:
+    DATABASES OPTIONS (the user's keys win; keys added by an earlier call follow the settings).
+    An open connection of this thread made otherwise is closed, to be reopened with them. For
+    runjobs, never for a caller's connection."""
+    options = connections[alias].settings_dict.setdefault("OPTIONS", {})
+    known, ours = _added.get(alias, (None, set()))
+    if known is not options:
+        ours = set()
+    wanted = {k: v for k, v in client_options().items() if k not in options or k in ours}
+    stale = ours - set(wanted)
+    if all(options.get(k) == v for k, v in wanted.items()) and not stale:
         return
-    options.update(missing)
+    for key in stale:
+        del options[key]
+    options.update(wanted)
+    _added[alias] = (options, set(wanted))
     conn = connections[alias]
     if conn.connection is not None and not conn.in_atomic_block:
         conn.close()
