@@ -30,7 +30,8 @@ def _table_checks(series: str) -> list[checks.CheckMessage]:
 
 @checks.register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """PGJOBS itself (E001, E002), the rules of conf.SETTINGS (E0xx, W0xx), the engine (E007)."""
+    """PGJOBS itself (E001, E002), the rules of conf.SETTINGS (E0xx, W0xx, E3xx), the engine
+    (E007)."""
     from django.conf import settings
     from django.db import connections
 
@@ -45,6 +46,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             f"unknown PGJOBS keys: {', '.join(unknown)}",
             hint=f"known keys: {', '.join(sorted(conf.DEFAULTS))}", id="pgjobs.E002"))
     errors += _table_checks("pgjobs.E0")
+    errors += _table_checks("pgjobs.E3")  # a worker's connections (netsafety.py)
     alias = conf.get("DATABASE")
     if conf.BY_NAME["DATABASE"].rule.accepts(alias):  # else E006 above
         engine = connections.settings[alias]["ENGINE"]

@@ -307,6 +307,24 @@ SETTINGS: list[Setting] = [
             "(`None`: keep forever)"),
     Setting("PRUNE_INTERVAL", 300.0, SECONDS, "pgjobs.E109",
             "seconds between two pruning passes of a worker", option="prune_interval"),
+    # Connections of a worker (netsafety.py): each bounds how long a dead link goes unnoticed.
+    Setting("CONNECT_TIMEOUT", 10, Int(0), "pgjobs.E301",
+            "seconds a worker's connection attempt may take, per host (libpq `connect_timeout`); "
+            "0: no limit. See docs/topology.md"),
+    Setting("TCP_KEEPALIVES_IDLE", 5, Int(0), "pgjobs.E301",
+            "seconds a worker's connection stays silent before TCP keepalive probes (libpq "
+            "`keepalives_idle`, and the server's `tcp_keepalives_idle` for the session); "
+            "0: the OS default"),
+    Setting("TCP_KEEPALIVES_INTERVAL", 2, Int(0), "pgjobs.E301",
+            "seconds between two unanswered keepalive probes (`keepalives_interval`, "
+            "`tcp_keepalives_interval`); 0: the OS default"),
+    Setting("TCP_KEEPALIVES_COUNT", 3, Int(0), "pgjobs.E301",
+            "unanswered probes after which the connection is dead (`keepalives_count`, "
+            "`tcp_keepalives_count`); 0: the OS default"),
+    Setting("TCP_USER_TIMEOUT", 10.0, Number(unit="seconds", low_inclusive=True, high=1e6),
+            "pgjobs.E301",
+            "seconds sent data may stay unacknowledged before a worker's connection is dropped "
+            "(libpq `tcp_user_timeout`, the server's for the session); 0: the OS default"),
     Setting("ROLLUP_RETENTION_DAYS", 30, Number(unit="days"), "pgjobs.E003",
             "days the dashboard's per-minute rollup and depth samples are kept"),
 ]

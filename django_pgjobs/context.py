@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -25,7 +26,7 @@ class JobContext:
     __slots__ = (
         "id", "type", "queue", "priority", "config", "attempts", "max_attempts", "trace_id",
         "tenant_id", "created_at", "worker_id", "_lease", "_cancel_requested",
-        "_lease_lost", "item_errors", "_progress", "_on_progress",
+        "_lease_lost", "_lease_until", "item_errors", "_progress", "_on_progress",
     )
 
     def __init__(
@@ -48,7 +49,8 @@ class JobContext:
         # The token as text: what the worker's statements send back (no str() per job).
         self._lease = str(lease_token)
         self._cancel_requested = cancel_requested
-        self._lease_lost = False
+        self._lease_lost = False  # the database said so, or the lease keeper noticed
+        self._lease_until = math.inf  # monotonic: the lease surely holds until then
         self.item_errors: list[dict[str, Any]] = []
         self._progress: tuple[Any, Any, str | None, float] | None = None  # + time.monotonic()
         # The worker's ProgressWriter.report: writes it later, on the worker's connection.
@@ -74,8 +76,10 @@ class JobContext:
 
     @property
     def lease_lost(self) -> bool:
-        """True when the worker no longer holds the job: stop, your result will be discarded."""
-        return self._lease_lost
+        """True when the worker no longer holds the job: stop, your result will be discarded.
+        Also true, by the worker's own clock, once the lease was not renewed within its length
+        (a worker cut off from the database): by then another worker may run the job."""
+        return self._lease_lost or time.monotonic() >= self._lease_until
 
     def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
         """Report how far the run got: ``done`` of ``total`` (None: unknown), and a short note.

@@ -193,7 +193,8 @@ def _child_env(url: str) -> dict[str, str]:
 # Debian packages some tests drive: command -> package. Installed when missing and this
 # process may (root with apt-get); otherwise those tests say what to install (they fail under
 # CI=true, and skip with the reason elsewhere).
-SYSTEM_TOOLS = {"chromium": "chromium", "faketime": "faketime", "pgbouncer": "pgbouncer"}
+SYSTEM_TOOLS = {"chromium": "chromium", "faketime": "faketime", "pgbouncer": "pgbouncer",
+                "ip": "iproute2"}
 
 
 def _ensure_system_tools() -> None:

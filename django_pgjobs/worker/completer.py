@@ -70,8 +70,9 @@ class Completer:
 
     @staticmethod
     def to_write(batch: list[Finished]) -> list[Completion]:
-        """The completions of ``batch`` still to write (a transactional handler wrote its own)."""
-        return [c for _, c in batch if not c.written]
+        """The completions of ``batch`` still to write: not those a transactional handler
+        wrote itself, nor those of runs whose lease ran out by our clock (leases.py)."""
+        return [c for item, c in batch if not c.written and not item.job.lease_lost]
 
     def write(self, batch: list[Finished]) -> None:
         """Write ``batch`` on its own (no claim) and settle it."""
@@ -85,8 +86,8 @@ class Completer:
         logger.error("the database refused a batch of %s outcomes (%s); writing them one by one",
                      len(batch), _one_line(refused), extra={"action": "worker.batch_refused"})
         written: set[int] = set()
-        for _, completion in batch:
-            if not completion.written:
+        for item, completion in batch:
+            if not completion.written and not item.job.lease_lost:
                 written |= self._write_one(completion)
         self.settle(batch, written)
 
@@ -153,7 +154,7 @@ def _log_finished(item: InFlight, c: Completion, applied: bool) -> None:
     extra = {"job_id": job.id, "job_type": job.type, "trace_id": job.trace_id}
     if not applied:
         logger.warning(
-            "job.lease_lost %s#%s: outcome %s discarded, the job was taken over", job.type,
+            "job.lease_lost %s#%s: outcome %s discarded, the lease was lost", job.type,
             job.id, c.status, extra={**extra, "action": "job.lease_lost"},
         )
         return

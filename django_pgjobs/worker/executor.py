@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.backends.signals import connection_created
 
-from .. import conf, queries, retry
+from .. import conf, netsafety, queries, retry
 from ..context import JobContext
 from ..exceptions import Fail, LeaseLost
 from ..queries import Completion
@@ -69,6 +69,7 @@ def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, s
 # a handler left broken or inside a transaction. Asking Django (connections.all(), through
 # asgiref's Local) at every run costs more than most jobs that never touch the database.
 _thread = threading.local()
+IDLE_CHECK = 1.0  # seconds a thread with a connection rested before its next run checks it
 
 
 def _opened(sender: Any, **kwargs: Any) -> None:
@@ -90,6 +91,8 @@ def execute(
     job_token = current_job_id.set(job.id)
     started = time.monotonic()
     callers = _open_transactions() if inline else None
+    if not inline and started - getattr(_thread, "ended", started) >= IDLE_CHECK:
+        netsafety.close_dead(connections.all(initialized_only=True))
     try:
         if spec.transactional:
             return _execute_in_transaction(spec, job, started, using or conf.get("DATABASE"))
@@ -102,6 +105,7 @@ def execute(
         current_job_id.reset(job_token)
         if inline or getattr(_thread, "opened", False):
             _reset_connections(keep=callers)
+            _thread.ended = time.monotonic()
     return outcome_of_return(job, value, int((time.monotonic() - started) * 1000))
 
 

@@ -1,12 +1,19 @@
 """The lease keeper, on the claim thread: renews the leases of the jobs held (every third of
 the lease), notices the lost ones and cancel requests, ends runs past their timeout, and keeps
-the worker's row alive. Nothing else runs between two of its beats but claims and finalizes."""
+the worker's row alive. Nothing else runs between two of its beats but claims and finalizes.
+
+A lease not renewed within its length is lost by the worker's own clock, whether or not the
+database can say so (a worker cut off from it): the handler sees ``job.lease_lost``, the lease
+is no longer renewed, the run's outcome is discarded and a job no thread started is dropped.
+The reaper of any worker gives the job to another run."""
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
+import time
 from collections.abc import Callable
 
 from .. import queries
@@ -49,16 +56,41 @@ class LeaseKeeper:
             self.finished(item, executor.outcome_of_error(
                 item.spec, item.job, exc, int((now - item.started_at) * 1000)))
 
+    def until_lost(self, now: float) -> float:
+        """Seconds until the first lease held runs out by our clock (inf: none held)."""
+        return max(0.0, min((i.job._lease_until for i in self.slots.all()
+                             if not i.job._lease_lost), default=math.inf) - now)
+
+    def expire_unrenewed(self, now: float) -> None:
+        """Mark lost the leases not renewed within their length, by our clock (see above):
+        of every job held, its run ended or not (its outcome is not written yet)."""
+        expired = [i for i in self.slots.all()
+                   if i.job._lease_until <= now and not i.job._lease_lost]
+        for item in expired:
+            item.job._lease_lost = True
+            logger.warning(
+                "job.lease_lost %s#%s: its lease was not renewed for %.1fs (the lease is %ss); "
+                "the handler sees job.lease_lost, its outcome will be discarded", item.job.type,
+                item.job.id, now - item.job._lease_until + self.options.lease_seconds,
+                self.options.lease_seconds,
+                extra={"action": "job.lease_lost", "job_id": item.job.id},
+            )
+        unstarted = self.slots.release(expired)  # waiting for a thread: none will run them
+        self.slots.remove([i.job.id for i in unstarted])
+
     def renew(self) -> None:
         o = self.options
-        items = self.slots.held()
+        items = [i for i in self.slots.held() if not i.job.lease_lost]
         if items:
+            sent = time.monotonic()  # the database's new expiry is later than sent + lease
             held = queries.heartbeat(
                 [(i.job.id, i.job._lease) for i in items], o.lease_seconds, using=o.using
             )
             for item in items:
                 if item.job.id in held:
                     item.job._cancel_requested = held[item.job.id]
+                    if item.job._lease_until > time.monotonic():  # lost stays lost
+                        item.job._lease_until = sent + o.lease_seconds
                 elif not item.job._lease_lost:
                     item.job._lease_lost = True
                     logger.warning(

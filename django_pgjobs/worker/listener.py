@@ -21,7 +21,7 @@ from enum import Enum
 import psycopg
 from psycopg import pq, sql
 
-from .. import db, doorbell
+from .. import db, doorbell, netsafety
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -128,7 +128,7 @@ class Listener(threading.Thread):
     def _connect(self) -> psycopg.Connection:
         params = db.listen_connection_params(self.alias)
         params["application_name"] = self.application_name
-        conn = psycopg.connect(**params, autocommit=True)
+        conn = netsafety.connect(params, autocommit=True)
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         return conn
 

@@ -33,7 +33,7 @@ from typing import Any
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.signals import connection_created
 
-from .. import conf, db, health, queries, registry, rollup, signals
+from .. import conf, db, health, netsafety, queries, registry, rollup, signals
 from ..sql import workers
 from . import executor, maintenance, pooler
 from .completer import REFUSED, Completer, send_robust
@@ -51,6 +51,7 @@ logger = logging.getLogger("django_pgjobs.worker")
 BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batch
 BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
+DB_BACKOFF_MAX = 5.0  # seconds: the longest wait before trying an unreachable database again
 EXIT_DATABASE_UNREACHABLE = 4  # a burst worker gave up on the database (--give-up-after)
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
 GATE_WAIT = 0.02  # seconds a worker going to sleep waits for the doorbell's gate, then retries
@@ -120,6 +121,7 @@ class Worker:
         and outcomes the database refuses; any other error is logged and the loop rests."""
         self.last_step_at = now = time.monotonic()
         try:
+            self.leases.expire_unrenewed(now)  # before anything that may wait on the network
             self._prepare_connection()
             if self.options.inline:  # run_jobs(): no services thread, the caller's transaction
                 self.services.run_due(now)
@@ -132,8 +134,8 @@ class Worker:
                 self.producer.release_held()
             claimed = self.cycle()
             self._claimed_last = claimed > 0
-            self._db_backoff = 0.0
-            self._db_down_since = None
+            if self._db_down_since is not None:
+                self._on_db_back()
             return claimed
         except (OperationalError, InterfaceError) as exc:
             self._on_db_error(exc)
@@ -223,6 +225,9 @@ class Worker:
     def start(self) -> None:
         o = self.options
         self.producer.types = registry.registered_types()
+        if not o.inline:  # every connection of ours notices a dead link (netsafety.py)
+            netsafety.protect_alias(self.using)
+            connection_created.connect(self._set_server_keepalives, weak=False)
         connection_created.connect(self._tag_connection, weak=False)
         if o.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
@@ -274,6 +279,7 @@ class Worker:
             self._with_db_retry(self._write_finished, attempts=3)  # runs that ended meanwhile
         self._with_db_retry(lambda: workers.delete_worker(self.worker_id, using=self.using), 2)
         connection_created.disconnect(self._tag_connection)
+        connection_created.disconnect(self._set_server_keepalives)
         logger.info(
             "worker %s stopped: %s jobs finished", self.worker_id, self.finished_total,
             extra={"action": "worker.stopped"},
@@ -333,7 +339,7 @@ class Worker:
         o = self.options
         if self._db_backoff or self._pause:
             # Only a stop cuts it short, not a finished run or the (also failing) listener.
-            self._sleep(self._db_backoff or self._pause, self._stopping)
+            self._sleep_keeping_leases(self._db_backoff or self._pause)
             self._pause = 0.0
             self._wake.clear()
             return
@@ -384,6 +390,15 @@ class Worker:
             if ended == before or time.monotonic() >= deadline:
                 break
 
+    def _sleep_keeping_leases(self, timeout: float) -> None:
+        """Sleep ``timeout`` or until a stop; leases that run out meanwhile are marked lost
+        when they do (a database that stays unreachable renews none)."""
+        deadline = time.monotonic() + timeout
+        while not self._stopping.is_set() and (now := time.monotonic()) < deadline:
+            self._sleep(min(deadline - now, self.leases.until_lost(now) + 0.001),
+                        self._stopping)
+            self.leases.expire_unrenewed(time.monotonic())
+
     def _sleep(self, timeout: float, event: threading.Event | None = None) -> None:
         """Wait for ``event`` (the wake-up) or the timeout; meanwhile wake executor threads for
         jobs left waiting behind a long one (Handoff.spread)."""
@@ -407,7 +422,9 @@ class Worker:
             self.stop()
 
     def _on_db_error(self, exc: BaseException) -> None:
-        self._db_backoff = min(max(self._db_backoff * 2, 0.25), 30.0)
+        if self._db_down_since is None:
+            self._db_down_since = time.monotonic()
+        self._db_backoff = min(max(self._db_backoff * 2, 0.25), DB_BACKOFF_MAX)
         if not (self.options.burst and not self._stopping.is_set() and self._give_up(exc)):
             logger.error(
                 "database error in the worker loop (%s: %s); retrying in %.2fs",
@@ -418,6 +435,13 @@ class Worker:
             connections[self.using].close()
         except Exception:  # noqa: BLE001,S110
             pass
+
+    def _on_db_back(self) -> None:
+        logger.warning("database reachable again after %.1fs",
+                       time.monotonic() - (self._db_down_since or 0.0),
+                       extra={"action": "worker.db_back"})
+        self._db_backoff = 0.0
+        self._db_down_since = None
 
     def _give_up(self, exc: BaseException) -> bool:
         """A burst worker stops once the database stayed unreachable for give_up_after
@@ -514,6 +538,10 @@ class Worker:
 
     def _app_name(self, role: str) -> str:
         return f"pgjobs:{self.worker_id}:{role}"[:63]
+
+    def _set_server_keepalives(self, sender: Any, connection: Any, **kwargs: Any) -> None:
+        if connection.alias == self.using:
+            netsafety.on_connection_created(sender, connection)
 
     def _tag_connection(self, sender: Any, connection: Any, **kwargs: Any) -> None:
         thread = threading.current_thread()

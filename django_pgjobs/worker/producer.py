@@ -42,6 +42,7 @@ class Producer:
         self.last_claim_full = False  # the batch size, not the room, capped the last claim
         self._last_claim_short = False  # every type in the last non-empty claim runs short
         self._tenant_cursor: str | None = None
+        self._claim_sent = 0.0  # monotonic, before the last claim: its leases hold until + lease
 
     def room(self, ending: int) -> tuple[int, int]:
         """(free threads, jobs the next claim may take) once ``ending`` runs are written."""
@@ -59,6 +60,7 @@ class Producer:
         for name in self.limited:
             if claimed >= free:  # a capped queue's job waits for no thread
                 break
+            self._claim_sent = time.monotonic()
             rows = queries.claim_limited(
                 queue=name, worker_id=self.worker_id, types=self.types, limit=free - claimed,
                 lease_seconds=o.lease_seconds, using=o.using,
@@ -71,6 +73,7 @@ class Producer:
                            ) -> tuple[set[int], list[ClaimedRow]]:
         """Write ``completions`` and claim up to ``limit`` jobs, in one round trip."""
         o = self.options
+        self._claim_sent = time.monotonic()
         written, rows = queries.finalize_and_claim(  # no round trip when there is nothing to do
             completions, worker_id=self.worker_id, types=self.types, queues=o.queues,
             limit=limit, lease_seconds=o.lease_seconds, fair=o.fair_share,
@@ -118,6 +121,7 @@ class Producer:
                 worker_id=self.worker_id, lease_token=row.lease_token,
                 cancel_requested=row.cancel_requested,
             )
+            job._lease_until = self._claim_sent + self.options.lease_seconds
             items.append(InFlight(job, spec, deadline=(now + timeout) if timeout else None))
         return items
 

@@ -2,7 +2,7 @@
 
 {"do": "ok" | "raise" | "fail" | "retry" | "sleep" | "block" | "hang" | "kill" | "exit" | "items"
        | "flaky" | "system_exit" | "keyboard_interrupt" | "write" | "huge_error"
-       | "huge_result" | "bad_result" | "break_connection" | "wait_cancel",
+       | "huge_result" | "bad_result" | "break_connection" | "wait_cancel" | "until_lease_lost",
  "seconds": float, "fail_times": int, "value": ...}
 Every run is logged in testapp.Execution first.
 """
@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
 
 from django_pgjobs import Fail, Retry, handler
 
@@ -100,6 +100,9 @@ def behave(job):
     elif do == "break_connection":
         with connection.cursor() as cur:
             cur.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    elif do == "until_lease_lost":  # the first attempt runs until told its lease is gone
+        if job.attempts == 1:
+            return _until_lease_lost(job, seconds)
     elif do == "wait_cancel":
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and not job.cancel_requested:
@@ -110,6 +113,35 @@ def behave(job):
         raise Fail(f"unknown behaviour {do!r}")
     _done(job)
     return {"did": do, "attempt": job.attempts}
+
+
+def _until_lease_lost(job, seconds):
+    """Wait for job.lease_lost (at most ``seconds``); say when on stdout (the database may be
+    out of reach) and in an Effect row when it can be written."""
+    started = time.monotonic()
+    while not job.lease_lost and time.monotonic() - started < seconds:
+        time.sleep(0.02)
+    print(f"handler: job {job.id} lease_lost={job.lease_lost} at {time.time():.3f}", flush=True)
+    try:
+        Effect.objects.create(job_id=job.id, value=f"lease_lost={job.lease_lost}")
+    except DatabaseError:
+        pass
+    return {"lease_lost_seen": job.lease_lost}
+
+
+@handler("test.connection_options")
+def connection_options(job):
+    """What this thread's connection was opened with (libpq) and runs with (the server)."""
+    connection.ensure_connection()
+    client = connection.connection.info.get_parameters()
+    with connection.cursor() as cur:
+        cur.execute("SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', "
+                    "'tcp_keepalives_interval', 'tcp_keepalives_count', 'tcp_user_timeout', "
+                    "'client_connection_check_interval')")
+        server = dict(cur.fetchall())
+    return {"client": {k: v for k, v in client.items()
+                       if k.startswith(("keepalives", "tcp_", "connect_timeout"))},
+            "server": server}
 
 
 @handler("test.async")

@@ -36,7 +36,10 @@ def pgjobs_ids() -> list[str]:
 
 
 def test_defaults_are_derived_unchanged():
-    assert conf.DEFAULTS == BEFORE_THE_TABLE
+    assert {k: conf.DEFAULTS[k] for k in BEFORE_THE_TABLE} == BEFORE_THE_TABLE
+    assert set(conf.DEFAULTS) - set(BEFORE_THE_TABLE) == {  # added since, each with its tests
+        "CONNECT_TIMEOUT", "TCP_KEEPALIVES_IDLE", "TCP_KEEPALIVES_INTERVAL",
+        "TCP_KEEPALIVES_COUNT", "TCP_USER_TIMEOUT"}
     assert list(conf.DEFAULTS) == [s.name for s in conf.SETTINGS]  # one entry per name
 
 
@@ -92,6 +95,10 @@ def test_special_rules_name_a_registered_check():
         ({"REDACT_KEYS": ["ok", 5]}, "pgjobs.E013"),
         ({"SCHEDULER_INTERVAL": math.inf}, "pgjobs.E109"),
         ({"LEASE_SECONDS": 1}, "pgjobs.W001"),
+        ({"TCP_KEEPALIVES_IDLE": 2.5}, "pgjobs.E301"),  # libpq takes whole seconds
+        ({"TCP_KEEPALIVES_COUNT": -1}, "pgjobs.E301"),
+        ({"CONNECT_TIMEOUT": None}, "pgjobs.E301"),
+        ({"TCP_USER_TIMEOUT": "10"}, "pgjobs.E301"),
     ],
 )
 def test_wrong_types_and_values_are_refused(settings, pgjobs, check_id):
@@ -104,7 +111,8 @@ def test_wrong_types_and_values_are_refused(settings, pgjobs, check_id):
     [{"FAIR_SHARE": True}, {"SHUTDOWN_TIMEOUT": 0}, {"TIMEOUT": 1e7}, {"PREFETCH": 0},
      {"REDACT_KEYS": ("card",)}, {"AUTODISCOVER_MODULES": []}, {"BACKOFF_JITTER": 0},
      {"DEFAULT_QUEUE": "emails:low"},
-     {"MAX_CONFIG_BYTES": 10**400}, {"QUEUES": ["reserved"]}, {"LEASE_SECONDS": 3}],
+     {"MAX_CONFIG_BYTES": 10**400}, {"QUEUES": ["reserved"]}, {"LEASE_SECONDS": 3},
+     {"TCP_USER_TIMEOUT": 0.5}, {"TCP_KEEPALIVES_IDLE": 0}, {"CONNECT_TIMEOUT": 0}],
 )
 def test_good_values_pass(settings, pgjobs):
     settings.PGJOBS = pgjobs
