@@ -1,6 +1,7 @@
 """The dashboard's numbers (HTML page and JSON twin), assembled from stats.py and the rollups.
 
-    build(hours)   -> a JSON-ready dict: version, queues, types, failures, workers, series
+    build(hours)   -> a JSON-ready dict: version, queues, types, failures, workers, series,
+                      health (pgjobs_health's verdict and who holds back vacuum)
     charts(data)   -> the SVG charts of that dict
 """
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from . import __version__, charts, stats
+from . import __version__, charts, health_checks, stats
 from .sql import rollups
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
@@ -50,6 +51,7 @@ def build(hours: int = DEFAULT_HOURS, using: str | None = None,
             "retried": [r for _, _, _, r in minutes],
         },
         "queue_depth": {q: [[t.isoformat(), v] for t, v in pts] for q, pts in depth.items()},
+        "health": health_checks.summary(using=using),
     }
 
 
