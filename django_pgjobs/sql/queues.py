@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import db
-from ..status import ACTIVE_SQL, PENDING_SQL, RUNNING_SQL
+from ..status import PENDING_SQL, RUNNING_SQL
 from ..tables import JOB_TABLE, QUEUE_TABLE
 
 _QUEUE_UPSERT = f"""
@@ -54,7 +54,12 @@ def queue_overview(using: str | None = None) -> list[QueueInfo]:
                            count(*) FILTER (WHERE status = {PENDING_SQL} AND run_after <= now()),
                            count(*) FILTER (WHERE status = {PENDING_SQL} AND run_after > now()),
                            count(*) FILTER (WHERE status = {RUNNING_SQL})
-                    FROM {JOB_TABLE} WHERE status IN {ACTIVE_SQL} GROUP BY queue
+                    FROM (SELECT queue, status, run_after FROM {JOB_TABLE}
+                          WHERE status = {PENDING_SQL}
+                          UNION ALL  -- one branch per partial index: no scan of finished jobs
+                          SELECT queue, status, run_after FROM {JOB_TABLE}
+                          WHERE status = {RUNNING_SQL}) active
+                    GROUP BY queue
                 )
                 SELECT COALESCE(q.name, c.queue), COALESCE(q.paused, false), q.concurrency_limit,
                        COALESCE(c.due, 0), COALESCE(c.scheduled, 0), COALESCE(c.running, 0)
