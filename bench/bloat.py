@@ -228,6 +228,9 @@ def summarize(r: dict) -> dict:
         "claim_p99_ms_before": statistics.median(lat_before) if lat_before else None,
         "claim_p99_ms_worst_during": max(lat_during) if lat_during else None,
         "max_dead_tuples": max(dead) if dead else None,
+        "claim_index_mb_before_after_hold": [
+            _at(r["samples"], start)["claim_idx_bytes"] / 2**20,
+            _at(r["samples"], end)["claim_idx_bytes"] / 2**20],
         "max_pending": max(s["pending"] for s in r["samples"]),
         "health_flagged_during_hold": [c["health_flags_it"] for c in r["health"]
                                        if start + r["snapshot_age"] + 2 < c["t"] < end],
@@ -236,6 +239,10 @@ def summarize(r: dict) -> dict:
         "flagged_outside_hold": [c["t"] for c in r["health"] if c.get("health_flags_it")
                                  and not start <= c["t"] <= end + 20],
     }
+
+
+def _at(samples: list[dict], t: float) -> dict:
+    return min(samples, key=lambda s: abs(s["t"] - t))
 
 
 def render(r: dict, name: str) -> str:
@@ -270,9 +277,13 @@ def plot(r: dict, path: Path) -> None:
                label="dead tuples")
     ax[2].plot([s["t"] for s in r["samples"]], [s["pending"] for s in r["samples"]],
                label="pending")
-    ax[2].set_ylabel("rows")
+    ax[2].set_ylabel("rows (dead: pg_stat_user_tables,\nreset by each autovacuum)")
     ax[2].set_xlabel("seconds")
     ax[2].legend(loc="upper left")
+    size = ax[2].twinx()
+    size.plot([s["t"] for s in r["samples"]], [s["claim_idx_bytes"] / 2**20 for s in r["samples"]],
+              color="grey", ls="--", label="claim index MB")
+    size.set_ylabel("claim index MB (dashed)")
     for a in ax:
         a.axvspan(*r["hold"], color="orange", alpha=0.15)
     ax[0].set_title(f"Bloat soak: {r['rate']:.0f} jobs/s, snapshot held "

@@ -57,6 +57,25 @@ def test_claim_uses_the_partial_index(fair):
         "(see the comment above _CLAIM in queries.py)\n" + plan)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_queue_depth_reads_only_active_jobs():
+    """The depth per queue (dashboard, depth sampler, queue admin) goes through the partial
+    indexes of PENDING and RUNNING jobs: finished jobs, millions of them, are never scanned."""
+    from django_pgjobs.sql import queues, rollups
+
+    sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', 'COMPLETED', now() "
+        "FROM generate_series(1, 50000)")
+    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20)")
+    sql("ANALYZE pgjobs_job")
+    for name, statement in (("DEPTH_BY_QUEUE", rollups.DEPTH_BY_QUEUE),
+                            ("queue_overview", queues.QUEUE_OVERVIEW)):
+        plan = "\n".join(r[0] for r in sql("EXPLAIN " + statement))
+        assert "Seq Scan on pgjobs_job" not in plan, (
+            f"{name} scans the whole jobs table: keep one branch per partial index "
+            "(status = 'PENDING' / status = 'RUNNING'), never status IN (...)\n" + plan)
+        assert "pgjobs_job_claim_idx" in plan and "pgjobs_job_lease_idx" in plan, plan
+
+
 def test_the_id_is_generated_always():
     assert sql_one("SELECT identity_generation FROM information_schema.columns "
                    "WHERE table_name='pgjobs_job' AND column_name='id'") == "ALWAYS"
