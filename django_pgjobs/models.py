@@ -159,7 +159,7 @@ class Job(models.Model):
                 condition=Q(error__isnull=False) | Q(status__in=PROBLEM_STATUSES),
             ),
             # Retention of the rare finished statuses, oldest first: through the stats index the
-            # pruner walked every COMPLETED job before the cutoff to find them (docs/performance.md).
+            # pruner walked every COMPLETED job before the cutoff (docs/performance.md).
             models.Index(
                 fields=["status", "finished_at"], name="pgjobs_job_prune_idx",
                 condition=Q(status__in=PROBLEM_STATUSES),

@@ -14,6 +14,9 @@ class Migration(migrations.Migration):
     operations = [
         AddIndexConcurrently(
             model_name='job',
-            index=models.Index(condition=models.Q(('status__in', ['FAILED', 'COMPLETED_WITH_ERRORS', 'CANCELLED'])), fields=['status', 'finished_at'], name='pgjobs_job_prune_idx'),
+            index=models.Index(
+                condition=models.Q(("status__in", ["FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"])),
+                fields=["status", "finished_at"], name="pgjobs_job_prune_idx",
+            ),
         ),
     ]
