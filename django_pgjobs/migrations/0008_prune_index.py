@@ -15,7 +15,8 @@ class Migration(migrations.Migration):
         AddIndexConcurrently(
             model_name='job',
             index=models.Index(
-                condition=models.Q(("status__in", ["FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"])),
+                condition=models.Q(
+                    ("status__in", ["FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"])),
                 fields=["status", "finished_at"], name="pgjobs_job_prune_idx",
             ),
         ),
