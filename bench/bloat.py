@@ -66,11 +66,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
                     help="pgjobs_health --max-snapshot-age (default: its default, 60)")
     ap.add_argument("--out", default=str(BENCH / "results"))
     ap.add_argument("--name", default="bloat", help="results file names (default bloat.*)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="summarize and plot NAME.json again (no measurement)")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     a = parse(argv)
+    if a.report_only:
+        return report(json.loads((Path(a.out) / f"{a.name}.json").read_text()), Path(a.out), a.name)
     hold_start = (a.hold_start if a.hold_start is not None
                   else (a.minutes - a.hold_minutes) / 2) * 60
     hold_end = hold_start + a.hold_minutes * 60
@@ -132,11 +136,15 @@ def main(argv: list[str]) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{a.name}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    return report(results, out, a.name)
+
+
+def report(results: dict, out: Path, name: str) -> int:
     results["summary"] = summarize(results)
-    (out / f"{a.name}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
-    (out / f"{a.name}.md").write_text(render(results, a.name))
-    plot(results, out / f"{a.name}.png")
-    print((out / f"{a.name}.md").read_text())
+    (out / f"{name}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (out / f"{name}.md").write_text(render(results, name))
+    plot(results, out / f"{name}.png")
+    print((out / f"{name}.md").read_text())
     return 0
 
 
@@ -216,6 +224,12 @@ def summarize(r: dict) -> dict:
         if all(v >= 0.9 * base for _, v in after[i:i + window]):
             back = after[i][0] - end
             break
+    base_pending = statistics.median(s["pending"] for s in r["samples"] if 30 <= s["t"] < start) \
+        if any(30 <= s["t"] < start for s in r["samples"]) else 0
+    cleared = next((s["t"] - end for s in r["samples"]
+                    if s["t"] >= end and s["pending"] <= max(2 * base_pending, 100)), None)
+    minutes = [statistics.fmean(v for t, v in per_s if m <= t < m + 60) or 0.0
+               for m in range(0, int(max(t for t, _ in per_s)) - 59, 60)]
     b = r["buckets"]
     lat_before = [x["claim_ms_p99"] for x in b if 30 <= x["t"] < start]
     lat_during = [x["claim_ms_p99"] for x in b if start <= x["t"] < end]
@@ -225,6 +239,11 @@ def summarize(r: dict) -> dict:
         "lowest_10s_jobs_per_s_during_hold": low10,
         "fall": (low10 / base) if low10 and base else None,
         "throughput_back_after_s": back,
+        "backlog_cleared_after_s": cleared,
+        "lowest_minute_jobs_per_s_during_hold": min(
+            (v for i, v in enumerate(minutes) if start <= i * 60 and (i + 1) * 60 <= end),
+            default=None),
+        "jobs_per_s_by_minute": [round(v) for v in minutes],
         "claim_p99_ms_before": statistics.median(lat_before) if lat_before else None,
         "claim_p99_ms_worst_during": max(lat_during) if lat_during else None,
         "max_dead_tuples": max(dead) if dead else None,
