@@ -233,12 +233,16 @@ def phase_cycles(ctx, system: PgJobs, a) -> dict:
                 harness.checkpoint(system)
                 harness.sql(system, PENDING_SQL % int(a.drain_n))
                 harness.vacuum(system)
+        swap = rep % 2 == 1  # every other rep the big table is on the driver's "other" alias
         with harness.on_database(system, BIG):
-            env_db = {"BENCH_OTHER_DB": EMPTY}
+            env_db = {"BENCH_OTHER_DB": EMPTY, "BENCH_SWAP": "1" if swap else "0"}
             s = harness.measured(ctx, "cycles", lambda: procs.run_json(
                 [system.python, str(DRIVERS / "pgjobs_scale.py"), "cycles", str(a.drain_n), "100"],
                 env=dict(system.env(), **env_db), timeout=600,
                 log_path=ctx.tmp / "scale.log"), retry=False)
+        if swap:
+            s["default"], s["other"] = s["other"], s["default"]
+        s["swapped"] = swap
         samples.append(s)
         log(f"  cycles: claim {s['default']['claim_rate']:,.0f} vs {s['other']['claim_rate']:,.0f}"
             f", finalize {s['default']['finalize_rate']:,.0f} vs {s['other']['finalize_rate']:,.0f}"

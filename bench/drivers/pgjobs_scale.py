@@ -66,13 +66,17 @@ def cycles(jobs: int, batch: int) -> dict:
     """claim -> heartbeat -> finalize of ``batch`` jobs at a time, on the two databases in
     turn (DATABASE_URL and BENCH_OTHER_DB, aliases "default" and "other"), batch by batch,
     the order swapping every round: the two share every stretch of the machine's drift.
-    Each database needs ``jobs`` pending noop jobs. Returns per alias the time of each step."""
+    Each database needs ``jobs`` pending noop jobs. Returns per alias the time of each step.
+    BENCH_SWAP=1 swaps the two databases between the aliases (a check that the alias, its
+    connection or its turn in the order does not favour one side)."""
     from django.db import connections
 
-    from django_pgjobs import queries
+    from django_pgjobs import db, queries
     from django_pgjobs.queries import Completion
 
     _add_other_alias()
+    for alias in ("default", "other"):  # plan once per connection, as a worker does
+        db.use_generic_plans(alias)
     spent = {a: {"claim": [], "heartbeat": [], "finalize": []} for a in ("default", "other")}
     rows = dict.fromkeys(spent, 0)
 
@@ -111,7 +115,10 @@ def cycles(jobs: int, batch: int) -> dict:
 def _add_other_alias() -> None:
     from django.db import connections
 
-    other = dict(connections.databases["default"], NAME=os.environ["BENCH_OTHER_DB"])
+    default = connections.databases["default"]
+    other = dict(default, NAME=os.environ["BENCH_OTHER_DB"])
+    if os.environ.get("BENCH_SWAP") == "1":
+        other["NAME"], default["NAME"] = default["NAME"], other["NAME"]
     connections.databases["other"] = other
 
 
