@@ -332,7 +332,7 @@ def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = F
         first = reader.first_ns()
         # burst workers should now see an empty queue and exit on their own
         for p in started:
-            p.wait(10.0 if system.key != "pgboss" else 0.0)
+            p.wait(10.0 if system.burst_exits else 0.0)
         if prof is not None:
             stop_profiler(prof)
     finally:

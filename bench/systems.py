@@ -35,6 +35,7 @@ class System:
     remaining_sql = ""  # -> count of jobs not finished yet (polled at the end of each timed
     # drain until 0: keep it cheap with many finished rows, or it lengthens drain_w1_finished)
     pickup_gap = (0.02, 0.05)  # seconds between pickup samples (spans the poll interval if polling)
+    burst_exits = True  # its burst-mode worker exits by itself once the queue is empty
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
@@ -351,6 +352,7 @@ class PgBoss(System):
     remaining_sql = ("SELECT count(*) FROM pgboss.job WHERE name = 'noop' "
                      "AND state < 'completed'")
     node_dir = BENCH / "pgboss"
+    burst_exits = False  # no burst mode: stopped by the orchestrator
 
     def build(self):
         self.node = shutil.which("node")
@@ -404,13 +406,62 @@ class PgBoss(System):
                 "with SIGTERM once the drain is complete)")
 
 
+class Oban(System):
+    key = "oban"
+    label = "Oban for Python"
+    venv = "oban"
+    burst_exits = False  # no burst mode: the orchestrator stops it once the drain is complete
+    truncate = ["oban_jobs"]
+    vacuum = ["oban_jobs"]
+    # the fetch index leads with state: one index range per unfinished state
+    remaining_sql = ("SELECT count(*) FROM oban_jobs "
+                     "WHERE state IN ('available', 'scheduled', 'executing', 'retryable')")
+    queue_limit = 10  # `oban start --queues default:10`, the docs' example
+
+    def oban_bin(self):
+        return str(Path(self.python).parent / "oban")
+
+    def versions(self):
+        return envs.venv_versions(self.venv, ["oban", "psycopg", "psycopg-pool"])
+
+    def env(self):
+        e = super().env()
+        e["OBAN_DSN"] = self.url
+        return e
+
+    def schema_cmds(self):
+        return [([self.oban_bin(), "install", "--dsn", self.url], None)]
+
+    def client_argv(self, *args):
+        return [self.python, str(DRIVERS / "oban_client.py"), *args], None
+
+    def worker_argv(self, burst):
+        return [self.oban_bin(), "start", "--dsn", self.url, "--queues",
+                f"default:{self.queue_limit}", "--log-level", "WARNING"], str(DRIVERS)
+
+    def finished_sql(self, n):
+        return (
+            "INSERT INTO oban_jobs (state, queue, worker, args, attempt, attempted_at, "
+            "completed_at, attempted_by) SELECT 'completed', 'default', 'oban_app.Noop', "
+            "jsonb_build_object('i', g), 1, timezone('UTC', now()), timezone('UTC', now()), "
+            f"ARRAY['bench'] FROM generate_series(1, {int(n)}) g"
+        )
+
+    def settings_note(self):
+        return (f"`oban install`, then `oban start --queues default:{self.queue_limit}` (the "
+                "docs' way: its CLI, default pool of 10, insert trigger + LISTEN/NOTIFY, no "
+                "burst mode: stopped with SIGTERM once the drain is complete); Worker.enqueue() "
+                "/ Oban.enqueue_many() from an unstarted Oban instance")
+
+
 # Run order: the targets' references first (raw limit, pg-boss, PgQueuer), so that a run whose
 # time budget runs out on a slow machine skips the slowest peers, not the comparisons that matter.
 SYSTEMS: dict[str, type[System]] = {
-    cls.key: cls for cls in (PgJobs, RawLimit, PgBoss, PgQueuer, RawPerJob, Procrastinate, TasksDB)
+    cls.key: cls for cls in (PgJobs, RawLimit, PgBoss, PgQueuer, Oban, RawPerJob, Procrastinate,
+                             TasksDB)
 }
 ALIASES = {
     "django-pgjobs": "pgjobs", "raw": "raw_limit", "raw-limit": "raw_limit",
     "raw-perjob": "raw_perjob", "django-tasks-db": "tasksdb", "tasks-db": "tasksdb",
-    "pg-boss": "pgboss",
+    "pg-boss": "pgboss", "oban-py": "oban",
 }

@@ -1,7 +1,8 @@
 """The dashboard's numbers (HTML page and JSON twin), assembled from stats.py and the rollups.
 
     build(hours)   -> a JSON-ready dict: version, queues (with controls, held-back jobs, wait
-                      times), types, failures, workers, running jobs, unknown types, series
+                      times), types, failures, workers, running jobs, unknown types, series,
+                      health (pgjobs_health's verdict and who holds back vacuum)
     charts(data)   -> the SVG charts of that dict
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from . import __version__, charts, dashboard_queries, registry, rollup, stats
+from . import __version__, charts, dashboard_queries, health_checks, registry, rollup, stats
 from .admin_format import span
 from .sql import rollups
 
@@ -55,7 +56,7 @@ def build(hours: int = DEFAULT_HOURS, using: str | None = None,
         "generated_at": now.isoformat(),
         "window_hours": hours,
         "queues": _queues(hours, since, using, now),
-        "types": stats.type_percentiles(hours, using),
+        "types": stats.type_durations(hours, using),  # rollup: percentiles are estimates
         "failures_by_type": [t for t in stats.type_totals(hours, using)
                              if t["failed"] or t["retried"]],
         "workers": [_iso(w) for w in stats.workers(using)],
@@ -69,6 +70,7 @@ def build(hours: int = DEFAULT_HOURS, using: str | None = None,
             "retried": [r for _, _, _, r in minutes],
         },
         "queue_depth": {q: [[t.isoformat(), v] for t, v in pts] for q, pts in depth.items()},
+        "health": health_checks.summary(using=using),
     }
 
 

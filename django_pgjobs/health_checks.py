@@ -25,6 +25,7 @@ TABLES = (JOB_TABLE, WORKER_TABLE, QUEUE_TABLE, SCHEDULE_TABLE, SCHEDULE_FIRE_TA
 class Thresholds:
     max_due_age: float = 300.0  # s the oldest due job (known type, open queue) may wait
     max_transaction_age: float = 600.0  # s: a longer transaction holds back vacuum
+    max_snapshot_age: float = 60.0  # s a backend may hold back vacuum (a snapshot or an xid)
     max_dead_ratio: float = 0.5  # dead / (live + dead) tuples of the jobs table ...
     min_dead_tuples: int = 10_000  # ... counted only past this many dead tuples
     stale_lease_grace: float | None = None  # s past expiry; None: 3 x REAP_INTERVAL
@@ -45,6 +46,7 @@ def collect(thresholds: Thresholds | None = None, using: str | None = None) -> d
             "tables": _tables(cur),
             "indexes": _indexes(cur),
             "oldest_transaction": _oldest_transaction(cur),
+            "old_snapshots": old_snapshots(cur, t.max_snapshot_age),
             "leases": _leases(cur, t.grace()),
             "backlog": _backlog(cur),
             "unknown_types": [
@@ -69,8 +71,11 @@ def evaluate(metrics: dict[str, Any], thresholds: Thresholds) -> list[str]:
     if t.max_table_mb is not None and jobs.get("total_bytes", 0) > t.max_table_mb * 2**20:
         problems.append(f"{JOB_TABLE} takes {jobs['total_bytes'] / 2**20:.1f} MB, over "
                         f"{t.max_table_mb} MB: check PGJOBS['RETENTION'] and pruning")
+    held = [h for h in metrics.get("old_snapshots", []) if h["age_seconds"] > t.max_snapshot_age]
+    problems += [_held_problem(h, t) for h in held]
     tx = metrics["oldest_transaction"]
-    if tx and tx["age_seconds"] > t.max_transaction_age:
+    if tx and tx["age_seconds"] > t.max_transaction_age and tx["pid"] not in {
+            h["pid"] for h in held}:
         problems.append(
             f"a transaction has been open for {tx['age_seconds']:.0f} s (pid {tx['pid']}, "
             f"{tx['state']}, application {tx['application_name']!r}): it stops vacuum from "
@@ -94,6 +99,20 @@ def evaluate(metrics: dict[str, Any], thresholds: Thresholds) -> list[str]:
         problems.append(f"due jobs of types no handler here knows: {listed}; deploy their "
                         "handlers or cancel the jobs")
     return problems
+
+
+def _held_problem(h: dict[str, Any], t: Thresholds) -> str:
+    return (f"pid {h['pid']} (application {h['application_name']!r}, user {h['user']!r}, "
+            f"{h['state']}) has held back vacuum for {h['age_seconds']:.0f} s (over "
+            f"{t.max_snapshot_age:.0f} s): dead job rows pile up and every claim walks them "
+            f"until it ends; end it (SELECT pg_terminate_backend({h['pid']})) or fix the caller")
+
+
+def summary(thresholds: Thresholds | None = None, using: str | None = None) -> dict[str, Any]:
+    """The dashboard's part of the report: the verdict, the problems, who holds back vacuum."""
+    rep = report(thresholds, using=using)
+    return {"healthy": rep["healthy"], "problems": rep["problems"],
+            "old_snapshots": (rep["metrics"] or {}).get("old_snapshots", [])}
 
 
 def report(thresholds: Thresholds | None = None, using: str | None = None) -> dict[str, Any]:
@@ -160,6 +179,25 @@ def _oldest_transaction(cur: Any) -> dict[str, Any] | None:
         return None
     return {"pid": r[0], "age_seconds": r[1], "state": r[2], "application_name": r[3],
             "query": r[4]}
+
+
+def old_snapshots(cur: Any, min_age: float) -> list[dict[str, Any]]:
+    """Backends of this database that hold back vacuum's horizon (an open snapshot or a
+    transaction id) for longer than ``min_age`` seconds, oldest first."""
+    cur.execute(
+        """SELECT pid, extract(epoch FROM clock_timestamp() - xact_start)::float8, state,
+                  application_name, usename, age(COALESCE(backend_xmin, backend_xid)),
+                  left(query, 200)
+           FROM pg_stat_activity
+           WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+             AND xact_start < clock_timestamp() - %s * interval '1 second'
+             AND pid <> pg_backend_pid() AND datname = current_database()
+             AND backend_type = 'client backend'
+           ORDER BY xact_start LIMIT 10""",
+        [min_age],
+    )
+    return [{"pid": r[0], "age_seconds": r[1], "state": r[2], "application_name": r[3],
+             "user": r[4], "xid_age": r[5], "query": r[6]} for r in cur.fetchall()]
 
 
 def _leases(cur: Any, grace: float) -> dict[str, Any]:

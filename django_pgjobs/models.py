@@ -177,6 +177,12 @@ class Job(models.Model):
                 fields=["status", "-id"], name="pgjobs_job_problem_idx",
                 condition=Q(error__isnull=False) | Q(status__in=PROBLEM_STATUSES),
             ),
+            # Retention of the rare finished statuses, oldest first: through the stats index the
+            # pruner walked every COMPLETED job before the cutoff (docs/performance.md).
+            models.Index(
+                fields=["status", "finished_at"], name="pgjobs_job_prune_idx",
+                condition=Q(status__in=PROBLEM_STATUSES),
+            ),
         ]
         # Admin actions, each behind its own permission (delete uses Django's delete_job).
         permissions = [

@@ -22,3 +22,7 @@ DATABASES = {
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# bench/scale.py's retention phase: pruning passes every few seconds instead of every 5 minutes
+if os.environ.get("BENCH_PRUNE_INTERVAL"):
+    PGJOBS = {"PRUNE_INTERVAL": float(os.environ["BENCH_PRUNE_INTERVAL"])}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import db
-from ..status import ACTIVE_SQL, PENDING_SQL, RUNNING_SQL
+from ..status import PENDING_SQL, RUNNING_SQL
 from ..tables import JOB_TABLE, QUEUE_TABLE
 
 _QUEUE_UPSERT = f"""
@@ -45,22 +45,30 @@ def set_queue_limit(name: str, limit: int | None, using: str | None = None) -> Q
         return QueueInfo(*cur.fetchone())
 
 
+# Every queue that has a control row or active jobs (one branch per partial index: no scan of
+# finished jobs), with its controls and job counts.
+QUEUE_OVERVIEW = f"""
+WITH c(queue, due, scheduled, running) AS (
+    SELECT queue,
+           count(*) FILTER (WHERE status = {PENDING_SQL} AND run_after <= now()),
+           count(*) FILTER (WHERE status = {PENDING_SQL} AND run_after > now()),
+           count(*) FILTER (WHERE status = {RUNNING_SQL})
+    FROM (SELECT queue, status, run_after FROM {JOB_TABLE} WHERE status = {PENDING_SQL}
+          UNION ALL
+          SELECT queue, status, run_after FROM {JOB_TABLE} WHERE status = {RUNNING_SQL}) active
+    GROUP BY queue
+)
+SELECT COALESCE(q.name, c.queue), COALESCE(q.paused, false), q.concurrency_limit,
+       COALESCE(c.due, 0), COALESCE(c.scheduled, 0), COALESCE(c.running, 0)
+FROM {QUEUE_TABLE} q FULL JOIN c ON c.queue = q.name
+ORDER BY 1
+"""
+
+
 def queue_overview(using: str | None = None) -> list[QueueInfo]:
     """Every queue that has a control row or active jobs, with its controls and job counts."""
     with db.cursor(using) as cur:
-        cur.execute(
-            f"""WITH c(queue, due, scheduled, running) AS (
-                    SELECT queue,
-                           count(*) FILTER (WHERE status = {PENDING_SQL} AND run_after <= now()),
-                           count(*) FILTER (WHERE status = {PENDING_SQL} AND run_after > now()),
-                           count(*) FILTER (WHERE status = {RUNNING_SQL})
-                    FROM {JOB_TABLE} WHERE status IN {ACTIVE_SQL} GROUP BY queue
-                )
-                SELECT COALESCE(q.name, c.queue), COALESCE(q.paused, false), q.concurrency_limit,
-                       COALESCE(c.due, 0), COALESCE(c.scheduled, 0), COALESCE(c.running, 0)
-                FROM {QUEUE_TABLE} q FULL JOIN c ON c.queue = q.name
-                ORDER BY 1"""
-        )
+        cur.execute(QUEUE_OVERVIEW)
         return [QueueInfo(*r) for r in cur.fetchall()]
 
 

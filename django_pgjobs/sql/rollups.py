@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from .. import conf, db
-from ..status import ACTIVE_SQL, PENDING_SQL, RUNNING_SQL
+from ..status import PENDING_SQL, RUNNING_SQL
 from ..tables import DEPTH_SAMPLE_TABLE, JOB_TABLE, STAT_MINUTE_TABLE
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
@@ -53,8 +53,9 @@ def queues_of(job_ids: Sequence[int], using: str | None = None) -> dict[int, str
         return dict(cur.fetchall())
 
 
-# Live depth per queue, read from the active jobs (the partial indexes serve it): the numbers of
-# stats.queue_stats() and of the depth samples below.
+# Live depth per queue, read from the active jobs: one branch per partial index (PENDING: the
+# claim's, RUNNING: the lease's). `status IN (...)` matches neither predicate and scanned the
+# whole table (1.1 s over 10M finished jobs; docs/performance.md).
 DEPTH_BY_QUEUE = f"""
 SELECT queue,
        count(*) FILTER (WHERE status = {PENDING_SQL} AND run_after <= now()) AS due,
@@ -63,8 +64,11 @@ SELECT queue,
        count(*) FILTER (WHERE status = {RUNNING_SQL} AND lease_expires_at < now()) AS stale,
        EXTRACT(EPOCH FROM now() - min(run_after) FILTER (
            WHERE status = {PENDING_SQL} AND run_after <= now()))::float8 AS oldest_due_age_s
-FROM {JOB_TABLE}
-WHERE status IN {ACTIVE_SQL}
+FROM (SELECT queue, status, run_after, lease_expires_at FROM {JOB_TABLE}
+      WHERE status = {PENDING_SQL}
+      UNION ALL
+      SELECT queue, status, run_after, lease_expires_at FROM {JOB_TABLE}
+      WHERE status = {RUNNING_SQL}) active
 GROUP BY queue
 """
 

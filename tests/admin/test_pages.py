@@ -11,6 +11,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from django_pgjobs import rollup
 from django_pgjobs.sql import queues
 from tests.admin.helpers import TRACEBACK, make_job
 from tests.conftest import sql
@@ -110,7 +111,10 @@ def test_running_job_page_shows_elapsed_time_and_progress(admin_client):
 # --- dashboard ---------------------------------------------------------------------------------
 
 def test_dashboard_window_applies_to_every_panel(admin_client):
-    make_job("COMPLETED", type="test.echo", finished_at=timezone.now() - timedelta(hours=2))
+    rec = rollup.Recorder()  # the type panel reads the rollup (estimated percentiles)
+    rec.record("default", "test.echo", "completed", 120,
+               at=(timezone.now() - timedelta(hours=2)).timestamp())
+    rec.flush()
     one = admin_client.get(DASHBOARD + "?hours=1").context
     three = admin_client.get(DASHBOARD + "?hours=3").context
     assert [t["type"] for t in one["data"]["types"]] == []

@@ -57,6 +57,45 @@ def test_claim_uses_the_partial_index(fair):
         "(see the comment above _CLAIM in queries.py)\n" + plan)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_queue_depth_reads_only_active_jobs():
+    """The depth per queue (dashboard, depth sampler, queue admin) goes through the partial
+    indexes of PENDING and RUNNING jobs: finished jobs, millions of them, are never scanned."""
+    from django_pgjobs.sql import queues, rollups
+
+    sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', 'COMPLETED', now() "
+        "FROM generate_series(1, 50000)")
+    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20)")
+    sql("ANALYZE pgjobs_job")
+    for name, statement in (("DEPTH_BY_QUEUE", rollups.DEPTH_BY_QUEUE),
+                            ("queue_overview", queues.QUEUE_OVERVIEW)):
+        plan = "\n".join(r[0] for r in sql("EXPLAIN " + statement))
+        assert "Seq Scan on pgjobs_job" not in plan, (
+            f"{name} scans the whole jobs table: keep one branch per partial index "
+            "(status = 'PENDING' / status = 'RUNNING'), never status IN (...)\n" + plan)
+        assert "pgjobs_job_claim_idx" in plan and "pgjobs_job_lease_idx" in plan, plan
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("status", "index"), [
+    ("CANCELLED", "pgjobs_job_prune_idx"), ("FAILED", "pgjobs_job_prune_idx"),
+    ("COMPLETED_WITH_ERRORS", "pgjobs_job_prune_idx"), ("COMPLETED", "pgjobs_job_stats_idx")])
+def test_pruning_a_rare_status_does_not_walk_the_completed_jobs(status, index):
+    """Retention deletes the oldest jobs of one status: for the rare (problem) statuses the range
+    of that status alone, never the millions of COMPLETED jobs finished before the cutoff."""
+    from django_pgjobs.sql import retention
+
+    sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', "
+        "CASE WHEN i % 100 = 0 THEN 'CANCELLED' WHEN i % 101 = 0 THEN 'FAILED' "
+        "WHEN i % 103 = 0 THEN 'COMPLETED_WITH_ERRORS' ELSE 'COMPLETED' END, "
+        "now() - interval '40 days' + i * interval '1 second' FROM generate_series(1, 50000) i")
+    sql("ANALYZE pgjobs_job")
+    plan = "\n".join(r[0] for r in sql(
+        "EXPLAIN " + retention._PRUNE,
+        {"status": status, "cutoff": "2100-01-01", "limit": 1000}))
+    assert index in plan, (f"pruning {status} does not use {index}: see models.py\n" + plan)
+
+
 def test_the_id_is_generated_always():
     assert sql_one("SELECT identity_generation FROM information_schema.columns "
                    "WHERE table_name='pgjobs_job' AND column_name='id'") == "ALWAYS"

@@ -24,6 +24,7 @@ def healthy_metrics(**changes: object) -> dict:
         "backlog": {"due": 3, "oldest_due_age_seconds": 1.5},
         "unknown_types": [],
         "live_workers": 2,
+        "old_snapshots": [],
     }
     for key, value in changes.items():
         metrics[key] = value
@@ -45,11 +46,23 @@ def test_healthy_metrics_raise_no_problem():
         ({"backlog": {"due": 50, "oldest_due_age_seconds": 900.0}}, "waited 900 s"),
         ({"live_workers": 0}, "no worker has sent a heartbeat"),
         ({"unknown_types": [{"type": "old.type", "due": 4}]}, "old.type (4)"),
+        ({"old_snapshots": [{"pid": 42, "age_seconds": 480.0, "state": "idle in transaction",
+                             "application_name": "report", "user": "bi"}]},
+         "pid 42 (application 'report', user 'bi', idle in transaction) has held back vacuum "
+         "for 480 s"),
     ],
 )
 def test_each_rule_reports_its_reason(changes, text):
     problems = evaluate(healthy_metrics(**changes), Thresholds())
     assert len(problems) == 1 and text in problems[0], problems
+
+
+def test_a_snapshot_holder_past_the_transaction_age_is_reported_once():
+    tx = {"pid": 42, "age_seconds": 4000.0, "state": "idle in transaction",
+          "application_name": "report", "user": "bi"}
+    problems = evaluate(healthy_metrics(oldest_transaction=tx, old_snapshots=[tx]), Thresholds())
+    assert len(problems) == 1 and "held back vacuum" in problems[0], problems
+    assert evaluate(healthy_metrics(old_snapshots=[tx]), Thresholds(max_snapshot_age=5000)) == []
 
 
 def test_thresholds_move_the_lines():
@@ -91,8 +104,8 @@ def test_json_output_carries_metrics_and_verdict():
     code, out, _ = health("--json")
     doc = json.loads(out)
     assert code == 0 and doc["healthy"] is True and doc["problems"] == []
-    assert set(doc["metrics"]) == {"tables", "indexes", "oldest_transaction", "leases",
-                                   "backlog", "unknown_types", "live_workers"}
+    assert set(doc["metrics"]) == {"tables", "indexes", "oldest_transaction", "old_snapshots",
+                                   "leases", "backlog", "unknown_types", "live_workers"}
     assert doc["metrics"]["tables"]["pgjobs_job"]["total_bytes"] > 0
     assert doc["thresholds"]["stale_lease_grace"] == 30.0  # 3 x REAP_INTERVAL
 
@@ -141,3 +154,42 @@ def test_a_long_open_transaction_is_found():
         assert f"pid {other.info.backend_pid}" in err and "forgotten-shell" in err
         other.rollback()
     assert health()[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_snapshot_is_flagged_while_it_lasts():
+    dsn = {k: v for k, v in connection.get_connection_params().items()
+           if k in ("host", "port", "user", "password", "dbname")}
+    with psycopg.connect(**dsn, application_name="nightly-report") as other:
+        other.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        other.execute("SELECT count(*) FROM pgjobs_job")  # the snapshot now holds back vacuum
+        sql("SELECT pg_sleep(0.3)")
+        pid = other.info.backend_pid
+        code, out, err = health("--max-snapshot-age", "0.2")
+        assert code == 1 and f"pid {pid} (application 'nightly-report'" in err, err
+        assert f"holds back vacuum: pid {pid}" in out
+        code, out, _ = health("--json", "--max-snapshot-age", "0.2")
+        held = json.loads(out)["metrics"]["old_snapshots"]
+        assert [h["pid"] for h in held] == [pid] and held[0]["age_seconds"] >= 0.3
+        assert health()[0] == 0  # under the default 60 s
+        other.rollback()
+        other.execute("SELECT 1")  # autocommit off: this opens a new, young transaction
+        assert health("--max-snapshot-age", "0.2")[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_dashboard_carries_the_held_snapshot():
+    from django_pgjobs import dashboard, health_checks
+
+    dsn = {k: v for k, v in connection.get_connection_params().items()
+           if k in ("host", "port", "user", "password", "dbname")}
+    with psycopg.connect(**dsn, application_name="forgotten-psql") as other:
+        other.execute("SELECT txid_current()")
+        sql("SELECT pg_sleep(0.3)")
+        under_default = dashboard.build()["health"]  # 0.3 s is under the default 60 s
+        data = health_checks.summary(health_checks.Thresholds(max_snapshot_age=0.2))
+        other.rollback()
+    assert under_default["old_snapshots"] == [] and set(under_default) == set(data)
+    assert data["healthy"] is False
+    assert [h["application_name"] for h in data["old_snapshots"]] == ["forgotten-psql"]
+    assert any("forgotten-psql" in p for p in data["problems"])

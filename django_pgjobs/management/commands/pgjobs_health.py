@@ -27,6 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-transaction-age", type=_number,
                             default=d.max_transaction_age, metavar="SECONDS",
                             help=f"oldest open transaction (default {d.max_transaction_age:g})")
+        parser.add_argument("--max-snapshot-age", type=_number, default=d.max_snapshot_age,
+                            metavar="SECONDS", help="oldest snapshot holding back vacuum "
+                                                    f"(default {d.max_snapshot_age:g})")
         parser.add_argument("--max-dead-ratio", type=_number, default=d.max_dead_ratio,
                             help=f"dead/(live+dead) tuples of {JOB_TABLE} "
                                  f"(default {d.max_dead_ratio:g})")
@@ -45,6 +48,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         thresholds = Thresholds(
             max_due_age=opts["max_due_age"], max_transaction_age=opts["max_transaction_age"],
+            max_snapshot_age=opts["max_snapshot_age"],
             max_dead_ratio=opts["max_dead_ratio"], min_dead_tuples=opts["min_dead_tuples"],
             stale_lease_grace=opts["stale_lease_grace"],
             allow_unknown_types=opts["allow_unknown_types"], max_table_mb=opts["max_table_mb"],
@@ -75,6 +79,9 @@ class Command(BaseCommand):
         w("oldest transaction: " + ("none open" if tx is None else
           f"{tx['age_seconds']:.1f} s (pid {tx['pid']}, {tx['state']}, "
           f"application {tx['application_name']!r})"))
+        for h in m["old_snapshots"]:
+            w(f"holds back vacuum: pid {h['pid']} for {h['age_seconds']:.1f} s "
+              f"(application {h['application_name']!r}, {h['state']})")
         lz = m["leases"]
         w(f"expired leases: {lz['expired']} ({lz['stale']} older than "
           f"{lz['grace_seconds']:g} s)")
