@@ -105,7 +105,7 @@ def _held_problem(h: dict[str, Any], t: Thresholds) -> str:
     return (f"pid {h['pid']} (application {h['application_name']!r}, user {h['user']!r}, "
             f"{h['state']}) has held back vacuum for {h['age_seconds']:.0f} s (over "
             f"{t.max_snapshot_age:.0f} s): dead job rows pile up and every claim walks them "
-            f"until it ends; end it (SELECT pg_terminate_backend({h['pid']})) or fix the caller")
+            f"until it ends; end it (pg_terminate_backend({h['pid']})) or fix the caller")
 
 
 def summary(thresholds: Thresholds | None = None, using: str | None = None) -> dict[str, Any]:
