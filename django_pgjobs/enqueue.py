@@ -85,9 +85,7 @@ def _prepare(
     return queries.NewJob(
         type=type,
         queue=check_queue(queue or spec.effective_queue()),
-        priority=check_priority(
-            priority if priority is not None else (spec.priority if spec.priority is not None else 0)
-        ),
+        priority=check_priority(priority if priority is not None else (spec.priority or 0)),
         config_json="",
         trace_id=_optional_text("trace_id", trace_id or current_trace_id.get()),
         tenant_id=_optional_text("tenant_id", tenant_id),
@@ -102,8 +100,9 @@ def _prepare(
 
 
 def _encode(config: Any) -> str:
+    pgjobs = conf.get_settings()
     return encode_config(
-        config, max_bytes=conf.get("MAX_CONFIG_BYTES"), max_depth=conf.get("MAX_CONFIG_DEPTH")
+        config, max_bytes=pgjobs["MAX_CONFIG_BYTES"], max_depth=pgjobs["MAX_CONFIG_DEPTH"]
     )
 
 
@@ -144,7 +143,8 @@ def enqueue(
             raise
         if row is not None:
             job = _job_instance(new, config, row, alias)
-            signals.job_enqueued.send(sender=job.type, job=job)
+            if signals.job_enqueued.receivers:  # send() would find none and return
+                signals.job_enqueued.send(sender=job.type, job=job)
             return job
         existing = queries.find_active_by_unique_key(new.unique_key or "", using=alias)
         if existing is not None:

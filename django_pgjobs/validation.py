@@ -134,15 +134,19 @@ def _dumps(value: Any) -> tuple[str, int]:
     return text, len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _encoder_suffices(text: str, objects: Sequence[Mapping[str, Any]], *, containers: int) -> bool:
-    """Whether the encoder's own checks were enough for ``text``, the encoding of ``objects``.
+def _encoder_suffices(text: str, *, containers: int) -> bool:
+    """Whether the encoder's own checks were enough for ``text``, the encoding of objects whose
+    keys are all strings (the caller checks that: the encoder turns 1 into "1").
 
-    It lets through keys it converts (1 -> "1"), NUL and any nesting. Flat objects (``text``
-    holds just ``containers`` brackets: one per object, plus the array's) with string keys and
-    no NUL cannot hold any of them; anything else gets the full walk of check_json_value.
+    It lets through NUL and any nesting. Flat objects (``text`` holds just ``containers``
+    brackets: one per object, plus the array's) without NUL cannot hold either; anything else
+    gets the full walk of check_json_value.
     """
-    return (text.count("{") + text.count("[") == containers and "\\u0000" not in text
-            and all(isinstance(k, str) for o in objects for k in o))
+    return text.count("{") + text.count("[") == containers and "\\u0000" not in text
+
+
+def _str_keys(obj: Mapping[Any, Any]) -> bool:
+    return all(isinstance(k, str) for k in obj)
 
 
 def encode_config(config: Any, *, max_bytes: int, max_depth: int) -> str:
@@ -158,7 +162,7 @@ def encode_config(config: Any, *, max_bytes: int, max_depth: int) -> str:
     except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
         check_json_value(config, max_depth=max_depth)
         raise
-    if not _encoder_suffices(text, [config], containers=1):
+    if not (_encoder_suffices(text, containers=1) and _str_keys(config)):
         check_json_value(config, max_depth=max_depth)
     if size > max_bytes:
         raise ConfigTooLarge(
@@ -185,7 +189,8 @@ def encode_configs(
         except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
             pass
         else:  # the whole array under the limit: each config is
-            if size <= max_bytes and _encoder_suffices(text, plain, containers=len(plain) + 1):
+            if (size <= max_bytes and _encoder_suffices(text, containers=len(plain) + 1)
+                    and all(map(_str_keys, plain))):
                 return text
     parts = []
     for i, config in enumerate(configs):

@@ -14,10 +14,12 @@ from django_pgjobs import (
     InvalidJobOption,
     JobStatus,
     UnknownJobType,
+    doorbell,
     enqueue,
     enqueue_many,
+    queries,
+    signals,
 )
-from django_pgjobs import doorbell, queries
 from django_pgjobs.models import Job
 from django_pgjobs.tracing import current_trace_id
 from tests.conftest import logged_sql, sql, sql_one
@@ -34,6 +36,21 @@ def test_enqueue_returns_the_saved_job():
     assert (row.trace_id, row.tenant_id, row.operated_by) == ("abc", "42", "user:7")
     assert row.attempts == 0 and row.max_attempts == 5
     assert job.created_at == row.created_at and job.run_after == row.run_after
+
+
+def test_job_enqueued_reaches_its_receivers():
+    seen = []
+
+    def receiver(sender, job, **kwargs):
+        seen.append((sender, job.id, job.config))
+
+    signals.job_enqueued.connect(receiver)
+    try:
+        job = enqueue("test.echo", {"n": 1})
+    finally:
+        signals.job_enqueued.disconnect(receiver)
+    enqueue("test.echo", {"n": 2})
+    assert seen == [("test.echo", job.id, {"n": 1})]
 
 
 def test_handler_defaults_apply():
