@@ -37,13 +37,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-if os.environ.get("BENCH_SCALE_INNER") != "1":  # re-run inside bench/.venvs/core (like run.py)
-    from benchlib import envs
+from benchlib import envs  # noqa: E402
 
-    base = envs.find_python()
-    core = envs.ensure_venv("core", base)
-    env = dict(os.environ, BENCH_PYTHON=base, PYTHONPATH=str(BENCH), BENCH_SCALE_INNER="1")
-    os.execve(str(core), [str(core), __file__, *sys.argv[1:]], env)
+envs.run_in_core(__file__)  # re-run inside bench/.venvs/core, like run.py
 
 import argparse  # noqa: E402
 

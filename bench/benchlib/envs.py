@@ -183,3 +183,15 @@ def ensure_node_env(name: str, package_json: Path) -> Path | None:
     _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=vdir)
     marker.write_text(json.dumps({"digest": digest}))
     return vdir
+
+
+def run_in_core(script: str) -> None:
+    """Re-run ``script`` (with this process's arguments) inside bench/.venvs/core, as run.py
+    does; returns at once when already there."""
+    if os.environ.get("BENCH_CORE_INNER") == "1":
+        return
+    base = find_python()
+    core = ensure_venv("core", base)
+    bench = str(Path(script).resolve().parent)
+    env = dict(os.environ, BENCH_PYTHON=base, PYTHONPATH=bench, BENCH_CORE_INNER="1")
+    os.execve(str(core), [str(core), script, *sys.argv[1:]], env)
