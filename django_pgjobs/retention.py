@@ -7,7 +7,9 @@ Each worker runs :func:`prune_once` every ``PGJOBS["PRUNE_INTERVAL"]`` seconds; 
 pgjobs_prune`` runs it by hand. Deletes go in batches of ``batch`` ids, each its own short
 statement that skips locked rows, so pruning never holds long locks nor a long transaction
 (which would itself hold back vacuum). A pass stops after ``max_batches`` per status: a large
-backlog is worked off over several passes instead of in one long burst.
+backlog is worked off over several passes instead of in one long burst. A worker's pass also
+rests after each batch as long as the batch took (``rest``), so that working off a backlog takes
+at most half of one database backend and leaves the claims their share.
 
 Also pruned: ``pgjobs_schedule_fire`` rows (kept at least a day past the widest catch-up window
 so that a tick can never fire twice) and ``pgjobs_worker`` rows without a heartbeat for 10 leases.
@@ -16,8 +18,9 @@ so that a tick can never fire twice) and ``pgjobs_worker`` rows without a heartb
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -84,10 +87,12 @@ def prune_once(
     statuses: Iterable[str] | None = None,
     older_than: float | None = None,
     using: str | None = None,
+    rest: Callable[[float], bool] | None = None,
 ) -> Counter[str]:
     """One pruning pass. Returns deleted counts per status, plus ``schedule_fires``, ``workers``.
 
-    ``max_batches=None`` runs until nothing is left (the management command).
+    ``max_batches=None`` runs until nothing is left (the management command). ``rest(seconds)``
+    is called after each full batch with the time it took; it returns False to end the pass.
     """
     alias = using or conf.get("DATABASE")
     now = now or database_now(alias)
@@ -95,14 +100,21 @@ def prune_once(
     for status, cutoff in cutoffs(now, statuses, older_than).items():
         done = 0
         while max_batches is None or done < max_batches:
+            started = time.monotonic()
             n = sql.prune_jobs(status=status, cutoff=cutoff, limit=batch, using=alias)
             counts[status] += n
             done += 1
             if n < batch:
                 break
+            if rest is not None and not rest(time.monotonic() - started):
+                return _report(counts)
     if statuses is None and older_than is None:
         counts["schedule_fires"] = _prune_fires(now, alias)
         counts["workers"] = _prune_workers(now, alias)
+    return _report(counts)
+
+
+def _report(counts: Counter[str]) -> Counter[str]:
     if sum(counts.values()):
         logger.info("jobs.pruned %s", ", ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v),
                     extra={"action": "jobs.pruned", "counts": dict(counts)})

@@ -114,7 +114,11 @@ class Pruner(Service):
         return self.interval * (0.5 + 0.5 * random.random())  # noqa: S311
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
-        return dict(retention.prune_once(now=now, using=self.using))
+        return dict(retention.prune_once(now=now, using=self.using, rest=self.rest))
+
+    def rest(self, batch_seconds: float) -> bool:
+        """As long as the batch took (at most half a backend for a backlog); False on stop."""
+        return not self.stopping.wait(batch_seconds)
 
 
 class DepthSample(Service):

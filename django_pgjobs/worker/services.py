@@ -32,6 +32,7 @@ class Service:
 
     def __init__(self, using: str) -> None:
         self.using = using
+        self.stopping = threading.Event()  # the runner's: set when the worker stops
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
         """One pass; ``now`` replaces the database clock (tests). Returns what it did."""
@@ -65,6 +66,8 @@ class ServiceRunner:
         self._due = {s.name: start + s.first_wait() for s in self.services}
         self._retry = dict.fromkeys(self._due, 0.0)  # current delay after a connection error
         self._stop = threading.Event()
+        for service in self.services:  # a long pass can end early when the worker stops
+            service.stopping = self._stop
         self._thread: threading.Thread | None = None
         self.last: dict[str, dict[str, int]] = {}  # each service's last counts
 

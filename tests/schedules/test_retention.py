@@ -2,6 +2,7 @@
 
 import io
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -73,6 +74,36 @@ def test_a_pass_deletes_in_batches_and_stops_after_max_batches():
     assert left() == {"COMPLETED": 13}
     assert retention.prune_once(now=NOW, batch=4, max_batches=None)["COMPLETED"] == 13
     assert left() == {}
+
+
+def test_a_pass_rests_after_each_full_batch_and_ends_when_told():
+    finished("COMPLETED", 10, n=10)
+    finished("FAILED", 40, n=2)
+    rests = []
+    counts = retention.prune_once(now=NOW, batch=4, max_batches=None,
+                                  rest=lambda took: rests.append(took) or True)
+    assert counts["COMPLETED"] == 10 and counts["FAILED"] == 2
+    assert len(rests) == 2 and all(took > 0 for took in rests)  # after 4 and 8, not after 2
+
+    finished("COMPLETED", 10, n=10)
+    counts = retention.prune_once(now=NOW, batch=4, max_batches=None, rest=lambda took: False)
+    assert counts["COMPLETED"] == 4  # the worker stopping: the pass ends after that batch
+    assert left() == {"COMPLETED": 6}
+
+
+def test_the_workers_pruner_rests_as_long_as_a_batch_took_and_not_once_stopping():
+    from django_pgjobs.worker.maintenance import Pruner
+    from django_pgjobs.worker.services import ServiceRunner
+
+    pruner = Pruner("default", interval=300)
+    runner = ServiceRunner([pruner])
+    started = time.monotonic()
+    assert pruner.rest(0.2) is True
+    assert time.monotonic() - started >= 0.2
+    runner.stop()
+    started = time.monotonic()
+    assert pruner.rest(30) is False
+    assert time.monotonic() - started < 5
 
 
 def test_oldest_jobs_go_first():
