@@ -124,6 +124,8 @@ def run(args) -> int:
         systems[key] = system
     wanted = os.environ.get("BENCH_PRODUCER_SERIES")  # e.g. "pgjobs,pgjobs+worker,pgjobs_copy"
     series = [s for s in SERIES if s[1] in systems and (not wanted or s[0] in wanted.split(","))]
+    out = Path(args.out) if args.out else RESULTS
+    out.mkdir(parents=True, exist_ok=True)  # before the run, not after 20 minutes of it
     samples: dict = {}
     try:
         for rnd in range(ctx.cfg["reps"]):
@@ -139,7 +141,6 @@ def run(args) -> int:
     result = {"command": "python3 bench/run.py --producers " + ("--full" if args.full else ""),
               "seconds_per_sample": seconds, "levels": LEVELS, "machine": machine_info(ctx),
               "samples": samples, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
-    out = Path(args.out) if args.out else RESULTS
     (out / "producers.json").write_text(json.dumps(result, indent=1))
     (out / "producers.md").write_text(render(result))
     log(f"wrote {out / 'producers.md'}")
