@@ -18,7 +18,7 @@ round (the order rotates). Series:
   peers           each peer's single enqueue (pg-boss, a node client, is not run here;
                   Procrastinate up to 16 producers: it pools connections per process)
 
-Writes bench/results/producers.{json,md}.
+Writes bench/results/producers.{json,md,png}.
 """
 
 from __future__ import annotations
@@ -143,6 +143,7 @@ def run(args) -> int:
               "samples": samples, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     (out / "producers.json").write_text(json.dumps(result, indent=1))
     (out / "producers.md").write_text(render(result))
+    plot(result, out / "producers.png")
     log(f"wrote {out / 'producers.md'}")
     return 0
 
@@ -177,3 +178,32 @@ def render(result: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "Series: see the docstring of bench/producers.py.", ""]
     return "\n".join(lines)
+
+
+def plot(result: dict, path: Path) -> None:
+    """Jobs/s against concurrent producers, one line per series (medians, min-max bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5), layout="constrained")
+    for name, by_level in result["samples"].items():
+        levels = [n for n in result["levels"] if by_level.get(str(n))]
+        rates = [[s["rate"] for s in by_level[str(n)]] for n in levels]
+        mids = [statistics.median(r) for r in rates]
+        err = [[m - min(r) for m, r in zip(mids, rates, strict=True)],
+               [max(r) - m for m, r in zip(mids, rates, strict=True)]]
+        ours, base = name.startswith("pgjobs"), name == BASELINE
+        ax.errorbar(levels, mids, yerr=err, marker="o", capsize=3, label=name,
+                    lw=2.4 if name in ("pgjobs", BASELINE) else 1.2,
+                    ls="--" if base else "-", alpha=1.0 if ours else 0.6)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(result["levels"]), [str(n) for n in result["levels"]])
+    ax.set_xlabel("concurrent producers (one job per transaction)")
+    ax.set_ylabel("jobs/s (median of rounds, min-max)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    ax.set_title(f"Enqueue with many producers — {result['finished']}", fontsize=10)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
