@@ -16,15 +16,16 @@ what is missing. The table of results goes to stderr and to test-artifacts/matri
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parent.parent
 VENVS = ROOT / ".venvs" / "matrix"
@@ -193,18 +194,33 @@ def run(leg: Leg, url: str, pytest_args: Sequence[str]) -> None:
     say(f"{leg.name}: pytest {' '.join(leg.paths)}")
     env = dict(os.environ, DATABASE_URL=url, PYTHONUNBUFFERED="1")
     started = time.monotonic()
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p",
-                           "no:cacheprovider", *leg.paths, *pytest_args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory() as tmp:  # counts from JUnit XML: whatever the verbosity
+        xml = Path(tmp) / "junit.xml"
+        done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p",
+                               "no:cacheprovider", f"--junitxml={xml}", *leg.paths,
+                               *pytest_args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              check=False)
+        leg.counts = junit_counts(xml)
     leg.seconds = time.monotonic() - started
     leg.returncode = done.returncode
-    tail = done.stdout.strip().splitlines()[-1:] or [""]
-    leg.counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)",
-                                                      tail[0])}
     if done.returncode:
         sys.stderr.write(done.stdout[-6000:] + done.stderr[-2000:])
     if done.returncode == 5:
         leg.problem = "pytest collected no tests"
+    elif not done.returncode and not leg.counts.get("passed"):  # never a silent green
+        leg.problem = "no test passed"
+
+
+def junit_counts(xml: Path) -> dict[str, int]:
+    """passed/failed/skipped/errors from pytest's JUnit XML ({} when it wrote none)."""
+    try:
+        suite = ElementTree.parse(xml).getroot()  # noqa: S314 - written by our own pytest run
+    except (OSError, ElementTree.ParseError):
+        return {}
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    n = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    return {"passed": n["tests"] - n["failures"] - n["errors"] - n["skipped"],
+            "failed": n["failures"], "errors": n["errors"], "skipped": n["skipped"]}
 
 
 def report(all_legs: list[Leg]) -> str:
