@@ -218,6 +218,8 @@ def junit_counts(xml: Path) -> dict[str, int]:
     except (OSError, ElementTree.ParseError):
         return {}
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    if suite is None:
+        return {}
     n = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
     return {"passed": n["tests"] - n["failures"] - n["errors"] - n["skipped"],
             "failed": n["failures"], "errors": n["errors"], "skipped": n["skipped"]}
