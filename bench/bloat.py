@@ -37,9 +37,9 @@ envs.run_in_core(__file__)  # re-run inside bench/.venvs/core, like run.py
 import argparse  # noqa: E402
 
 import harness  # noqa: E402
+import probe  # noqa: E402  (harness put bench/drivers on sys.path)
 import psycopg  # noqa: E402
 from benchlib import procs  # noqa: E402
-import probe  # noqa: E402  (harness put bench/drivers on sys.path)
 from harness import log  # noqa: E402
 from systems import DRIVERS, PgJobs  # noqa: E402
 

@@ -9,7 +9,6 @@ Works with any python3 (the machine's default 3.11 included): it finds a Python 
 core environment.  Results go to bench/results/latest.{json,md,png}.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -20,11 +19,7 @@ from benchlib import envs  # noqa: E402
 
 
 def main() -> None:
-    base = envs.find_python()
-    core = envs.ensure_venv("core", base)
-    env = dict(os.environ, BENCH_PYTHON=base, PYTHONPATH=str(BENCH))
-    env.pop("PYTHONHOME", None)
-    os.execve(str(core), [str(core), str(BENCH / "harness.py"), *sys.argv[1:]], env)
+    envs.exec_in_core(str(BENCH / "harness.py"))
 
 
 if __name__ == "__main__":

@@ -186,12 +186,18 @@ def ensure_node_env(name: str, package_json: Path) -> Path | None:
 
 
 def run_in_core(script: str) -> None:
-    """Re-run ``script`` (with this process's arguments) inside bench/.venvs/core, as run.py
-    does; returns at once when already there."""
-    if os.environ.get("BENCH_CORE_INNER") == "1":
-        return
+    """Re-run ``script`` (with this process's arguments) inside bench/.venvs/core; returns at
+    once when already there (bloat.py, scale.py)."""
+    if os.environ.get("BENCH_CORE_INNER") != "1":
+        exec_in_core(script)
+
+
+def exec_in_core(script: str) -> None:
+    """Replace this process with ``script`` run by bench/.venvs/core's Python (built first if
+    needed), with this process's arguments and bench/ on its path."""
     base = find_python()
     core = ensure_venv("core", base)
-    bench = str(Path(script).resolve().parent)
+    bench = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, BENCH_PYTHON=base, PYTHONPATH=bench, BENCH_CORE_INNER="1")
+    env.pop("PYTHONHOME", None)
     os.execve(str(core), [str(core), script, *sys.argv[1:]], env)
