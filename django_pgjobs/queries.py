@@ -371,16 +371,32 @@ def claim_limited(
 # --- history --------------------------------------------------------------------------------
 
 
+# A job's history is a JSON array of entries, one per attempt that did not end the job and per
+# operator action; every entry is built here (values are SQL expressions, keys in the order given).
+HISTORY_ERROR_CHARS = 2000  # an entry keeps a prefix of the error; the row's `error` holds it all
+
+
+def history_entry(**fields: str) -> str:
+    """SQL of one history entry: jsonb_build_object('key', <SQL value>, ...)."""
+    return "jsonb_build_object(" + ", ".join(f"'{k}', {v}" for k, v in fields.items()) + ")"
+
+
+def history_appended(entry: str, history: str = "j.history") -> str:
+    """SQL of ``history`` with ``entry`` appended."""
+    return f"{history} || jsonb_build_array({entry})"
+
+
 def _history_entry(outcome: str, error: str, duration_ms: str | None = None) -> str:
-    """SQL appending one attempt to ``j.history``: attempt, worker, start, outcome, error (and
-    duration): the one builder of the finalize, the release and the reaper."""
-    duration = f"'duration_ms', {duration_ms}, " if duration_ms else ""
-    return (f"j.history || jsonb_build_array(jsonb_build_object("
-            f"'attempt', j.attempts, 'worker', j.locked_by, 'started_at', j.started_at, "
-            f"{duration}'error', {error}, 'outcome', {outcome}))")
+    """SQL appending one attempt to ``j.history``: attempt, worker, start, (duration), error and
+    outcome: the entry of the finalize, the release and the reaper."""
+    duration = {"duration_ms": duration_ms} if duration_ms else {}
+    return history_appended(history_entry(
+        attempt="j.attempts", worker="j.locked_by", started_at="j.started_at", **duration,
+        error=error, outcome=outcome))
 
 
-_HISTORY_FINISHED = _history_entry("COALESCE(v.note, v.status)", "left(v.error, 2000)",
+_HISTORY_FINISHED = _history_entry("COALESCE(v.note, v.status)",
+                                   f"left(v.error, {HISTORY_ERROR_CHARS})",
                                    "v.duration_ms")
 _HISTORY_RELEASED = _history_entry("'released'", "%s::text")
 _HISTORY_REAPED = _history_entry("'lease_expired'", "'lease expired'")
@@ -654,6 +670,11 @@ def reap(
 # --- operator actions (admin, management commands) ---------------------------------------------
 
 
+_HISTORY_MANUAL_RETRY = history_appended(history_entry(
+    outcome="'manual_retry'", previous_status="status",
+    error=f"left(error, {HISTORY_ERROR_CHARS})", attempt="attempts"), "history")
+
+
 def retry_now(ids: Iterable[int], using: str | None = None) -> list[int]:
     """FAILED / COMPLETED_WITH_ERRORS / CANCELLED -> PENDING, due now, with a fresh attempt
     budget."""
@@ -661,9 +682,7 @@ def retry_now(ids: Iterable[int], using: str | None = None) -> list[int]:
         cur.execute(
             f"""UPDATE {T} SET status = {PENDING_SQL}, run_after = now(), attempts = 0,
                     finished_at = NULL, cancel_requested = false, updated_at = now(),
-                    history = history || jsonb_build_array(jsonb_build_object(
-                        'outcome', 'manual_retry', 'previous_status', status,
-                        'error', left(error, 2000), 'attempt', attempts))
+                    history = {_HISTORY_MANUAL_RETRY}
                 WHERE id = ANY(%s::bigint[])
                   AND status IN {RETRYABLE_SQL}
                 RETURNING id""",
@@ -708,6 +727,9 @@ def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], lis
     return cancelled, requested
 
 
+_HISTORY_DUPLICATED_FROM = history_entry(outcome="'duplicated_from'", job_id="id")
+
+
 def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
               using: str | None = None) -> list[tuple[int, int]]:
     """Enqueue a fresh PENDING copy of each job (same type, queue, priority, config, trace and
@@ -724,8 +746,7 @@ def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
                                      operated_by, max_attempts, history)
                     SELECT type, queue, priority, config, trace_id, tenant_id,
                            COALESCE(%s, 'duplicate of ' || id), max_attempts,
-                           jsonb_build_array(jsonb_build_object(
-                               'outcome', 'duplicated_from', 'job_id', id))
+                           jsonb_build_array({_HISTORY_DUPLICATED_FROM})
                     FROM src ORDER BY id
                     RETURNING id, queue, history
                 ), wake AS (
@@ -752,6 +773,21 @@ def delete_terminal(ids: Iterable[int], using: str | None = None) -> list[int]:
 
 
 
+# A retry by the admin completes the entry retry_now() appended; any other action appends one.
+_NOTE_OPERATOR_ACTION = f"""
+UPDATE {T} SET history = CASE
+    WHEN %(outcome)s = 'manual_retry' AND history -> -1 ->> 'outcome' = 'manual_retry'
+         AND NOT (history -> -1 ? 'by')
+    THEN jsonb_set(history, '{{-1}}',
+                   (history -> -1) || {history_entry(by="%(by)s::text", at="now()")})
+    ELSE {history_appended("jsonb_strip_nulls(" + history_entry(
+        outcome="%(outcome)s::text", by="%(by)s::text", at="now()", status="status",
+        job_id="(%(copies)s::jsonb ->> id::text)::bigint") + ")", "history")}
+    END
+WHERE id = ANY(%(ids)s::bigint[])
+"""
+
+
 def note_operator_action(ids: Sequence[int], outcome: str, by: str, copies: dict[int, int],
                          using: str | None = None) -> None:
     """Who and when, in each job's history (admin_audit.py): completes the 'manual_retry' entry
@@ -759,17 +795,7 @@ def note_operator_action(ids: Sequence[int], outcome: str, by: str, copies: dict
     extra = json.dumps({str(k): v for k, v in copies.items()})
     with db.cursor(using) as cur:
         cur.execute(
-            f"""UPDATE {T} SET history = CASE
-                    WHEN %(outcome)s = 'manual_retry'
-                         AND history -> -1 ->> 'outcome' = 'manual_retry'
-                         AND NOT (history -> -1 ? 'by')
-                    THEN jsonb_set(history, '{{-1}}', (history -> -1)
-                         || jsonb_build_object('by', %(by)s::text, 'at', now()))
-                    ELSE history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-                         'outcome', %(outcome)s::text, 'by', %(by)s::text, 'at', now(),
-                         'status', status, 'job_id', (%(copies)s::jsonb ->> id::text)::bigint)))
-                    END
-                WHERE id = ANY(%(ids)s::bigint[])""",
+            _NOTE_OPERATOR_ACTION,
             {"outcome": outcome, "by": by, "ids": list(ids), "copies": extra},
         )
 

@@ -28,7 +28,7 @@ ALLOWED = {
     "cancel": "operator: cancel pending, request cancel of running",
     "duplicate": "operator: a fresh copy of each job",
     "delete_terminal": "operator: delete finished jobs",
-    "note_operator_action": "operator: who did it, in the job's history",
+    "_NOTE_OPERATOR_ACTION": "operator: who did it, in the job's history",
 }
 
 _JOB_TABLE = r"(?:\{(?:T|JOB_TABLE|tables\.JOB_TABLE)\}|\"?pgjobs_job\"?(?![A-Za-z0-9_]))"
@@ -178,3 +178,23 @@ def f(ids):
         ("f", "ORM Job...update()"), ("f", "ORM qs...delete()"), ("f", "ORM job...save()"),
         ("f", "ORM Job...create()"),
     ], found
+
+
+def hand_written_history_entries(root: Path = PACKAGE) -> list[str]:
+    """SQL strings that build a history entry ('outcome' in a jsonb_build_object) by hand."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            text = _text(node)
+            if text and "jsonb_build_object(" in text and "'outcome'" in text:
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return sorted(set(found))
+
+
+def test_history_entries_come_from_one_builder():
+    found = hand_written_history_entries()
+    assert not found, ("a history entry is written by hand; build it with "
+                       f"queries.history_entry()/history_appended(): {found}")
