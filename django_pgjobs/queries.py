@@ -493,10 +493,18 @@ def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
 
 def _completion_json(c: Completion) -> str:
     if c.result is None and c.error is None and c.delay is None and c.run_at is None and (
-            c.note is None and c.progress is None):  # a plain success, most of them: direct
-        return (f'{{"id":{int(c.id)},"token":"{c.token}","attempt":{int(c.attempt)},'
-                f'"status":"{c.status}","duration_ms":{int(c.duration_ms)}}}')
+            c.note is None and c.progress is None):  # a plain success, most of them
+        return _success_json(c)
     return json.dumps(c.as_record(), separators=(",", ":"))
+
+
+def _success_json(c: Completion) -> str:
+    """A plain success's record formatted by hand, the finalize's hot path: 0.37 µs against 2.8
+    (json.dumps of its five fields) and 3.4 (of as_record()) per completion, bench/
+    completion_json.py. Ints, a UUID and a status name need no escaping; absent keys read as
+    NULL in jsonb_to_recordset."""
+    return (f'{{"id":{int(c.id)},"token":"{c.token}","attempt":{int(c.attempt)},'
+            f'"status":"{c.status}","duration_ms":{int(c.duration_ms)}}}')
 
 
 def finalize_and_claim(
