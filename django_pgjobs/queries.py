@@ -622,9 +622,13 @@ def release(
         return {r[0] for r in cur.fetchall()}
 
 
+# A reaper takes the types it knows at once, others only once their lease is ``grace`` seconds
+# past its expiry: a worker that knows the type (and its retry policy) gets the first go.
 _EXPIRED = f"""
 SELECT id, type, attempts, max_attempts FROM {T}
 WHERE status = {RUNNING_SQL} AND lease_expires_at < COALESCE(%(now)s, now())
+  AND (%(all_types)s OR type = ANY(%(types)s::text[])
+       OR lease_expires_at < COALESCE(%(now)s, now()) - %(grace)s * interval '1 second')
 ORDER BY lease_expires_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
@@ -651,17 +655,20 @@ RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts
 
 def reap(
     fate: Callable[[str, int, int], Any], *, limit: int = 500, now: datetime | None = None,
-    using: str | None = None,
+    known_types: Sequence[str] | None = None, grace: float = 0.0, using: str | None = None,
 ) -> list[tuple[int, str, str, int, int]]:
     """Rescue RUNNING jobs whose lease expired (before ``now``, default the database clock):
     ``fate(type, attempts, max_attempts)`` -> a retry.Decision says PENDING after its delay,
     or FAILED. Returns (id, type, status, attempts, max_attempts) of each job rescued.
 
-    Safe to run from every worker at once (SKIP LOCKED, condition checked again).
+    With ``known_types``, a job of another type is rescued only once its lease expired more
+    than ``grace`` seconds ago. Safe to run from every worker at once (SKIP LOCKED, condition
+    checked again).
     """
     alias = using or conf.get("DATABASE")
     with transaction.atomic(using=alias), db.cursor(alias) as cur:
-        cur.execute(_EXPIRED, {"now": now, "limit": limit})
+        cur.execute(_EXPIRED, {"now": now, "limit": limit, "all_types": known_types is None,
+                               "types": list(known_types or []), "grace": grace})
         expired = cur.fetchall()
         if not expired:
             return []
