@@ -7,16 +7,14 @@ and each job's history page), and an entry in the job's own history naming who d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
 
-from . import conf, db
+from . import conf, queries
 from .models import Job
-from .tables import JOB_TABLE
 
 # action -> (LogEntry flag, change message, history outcome)
 ACTIONS = {
@@ -56,25 +54,5 @@ def record(request: HttpRequest, action: str, done: Sequence[int],
                 for src, new in (copies or {}).items()]
     LogEntry.objects.bulk_create(entries)
     if outcome:
-        _note_on_jobs(done, outcome, f"admin:{user.get_username()}", copies or {})
-
-
-def _note_on_jobs(ids: list[int], outcome: str, by: str, copies: dict[int, int]) -> None:
-    """Who and when, in the job's history: completes the 'manual_retry' entry the retry just
-    appended, or appends an entry of its own."""
-    extra = json.dumps({str(k): v for k, v in copies.items()})
-    with db.cursor(conf.get("DATABASE")) as cur:
-        cur.execute(
-            f"""UPDATE {JOB_TABLE} SET history = CASE
-                    WHEN %(outcome)s = 'manual_retry'
-                         AND history -> -1 ->> 'outcome' = 'manual_retry'
-                         AND NOT (history -> -1 ? 'by')
-                    THEN jsonb_set(history, '{{-1}}', (history -> -1)
-                         || jsonb_build_object('by', %(by)s::text, 'at', now()))
-                    ELSE history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-                         'outcome', %(outcome)s::text, 'by', %(by)s::text, 'at', now(),
-                         'status', status, 'job_id', (%(copies)s::jsonb ->> id::text)::bigint)))
-                    END
-                WHERE id = ANY(%(ids)s::bigint[])""",
-            {"outcome": outcome, "by": by, "ids": ids, "copies": extra},
-        )
+        queries.note_operator_action(done, outcome, f"admin:{user.get_username()}", copies or {},
+                                     using=conf.get("DATABASE"))

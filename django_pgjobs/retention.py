@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import conf
+from . import conf, queries
 from .sql import retention as sql
 from .sql.schedules import database_now
 from .status import TERMINAL_STATUSES
@@ -101,7 +101,7 @@ def prune_once(
         done = 0
         while max_batches is None or done < max_batches:
             started = time.monotonic()
-            n = sql.prune_jobs(status=status, cutoff=cutoff, limit=batch, using=alias)
+            n = queries.prune_finished(status=status, cutoff=cutoff, limit=batch, using=alias)
             counts[status] += n
             done += 1
             if n < batch:

@@ -1,4 +1,6 @@
-"""Checks run at enqueue, before any SQL: a refused job leaves the caller's transaction usable."""
+"""Checks run at enqueue, before any SQL: a refused job leaves the caller's transaction usable;
+and the worker's defensive decoding of a claimed config (decode_config), which raw SQL may have
+written past those checks."""
 
 from __future__ import annotations
 
@@ -199,3 +201,30 @@ def encode_configs(
         except InvalidJobConfig as exc:
             raise exc.__class__(f"configs[{first + i}]: {exc}") from None
     return "[" + ",".join(parts) + "]"
+
+
+# The C scanner json.loads() ends in, without its Python layers (whitespace checks, error
+# wrapping): a claimed config is decoded on the worker's hot path.
+_SCAN_JSON = json.JSONDecoder().scan_once
+
+
+def decode_config(text: str) -> tuple[dict[str, Any], str | None]:
+    """A claimed job's config (jsonb as text), or ``({}, why)`` when it cannot be handed to a
+    handler. enqueue() refuses such configs; raw SQL can store them (jsonb takes 10,000 levels
+    of nesting or a 5,000-digit number)."""
+    try:
+        config, end = _SCAN_JSON(text, 0)
+        if end != len(text):  # jsonb's text holds nothing after the value
+            raise ValueError(end)
+    except (StopIteration, RecursionError, ValueError):
+        try:  # json.loads() says what is wrong (or takes what the bare scanner did not)
+            config = json.loads(text)
+        except (RecursionError, ValueError) as exc:
+            return {}, _refused(f"config cannot be decoded ({exc})")
+    if isinstance(config, dict):
+        return config, None
+    return {}, _refused(f"config is a JSON {type(config).__name__}, not an object")
+
+
+def _refused(reason: str) -> str:
+    return f"{reason}; the job was not run (was it written with raw SQL?)"

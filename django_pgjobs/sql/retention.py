@@ -1,34 +1,12 @@
-"""Deletes of retention.py: finished jobs, old schedule fires, vanished workers; small batches."""
+"""SQL of retention.py: old schedule fires and vanished workers deleted in small batches, and
+the count of prunable jobs (deleting finished jobs changes job state: queries.prune_finished)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from .. import db
-from ..status import TERMINAL_STATUSES
 from ..tables import JOB_TABLE, SCHEDULE_FIRE_TABLE, WORKER_TABLE
-
-# Short statements that lock only the rows they delete (SKIP LOCKED: an admin viewing or
-# retrying a job is never waited for), oldest first through the finished_at index.
-_PRUNE = f"""
-WITH doomed AS MATERIALIZED (
-    SELECT id FROM {JOB_TABLE}
-    WHERE status = %(status)s AND finished_at < %(cutoff)s
-    ORDER BY finished_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM {JOB_TABLE} j USING doomed WHERE j.id = doomed.id AND j.status = %(status)s
-"""
-
-
-def prune_jobs(*, status: str, cutoff: datetime, limit: int, using: str | None = None) -> int:
-    """Delete up to ``limit`` jobs in a terminal ``status`` that finished before ``cutoff``."""
-    if status not in TERMINAL_STATUSES:
-        raise ValueError(f"only finished jobs are pruned, not {status!r}")
-    with db.cursor(using) as cur:
-        cur.execute(_PRUNE, {"status": status, "cutoff": cutoff, "limit": limit})
-        return cur.rowcount
 
 
 def count_prunable(*, status: str, cutoff: datetime, using: str | None = None) -> int:

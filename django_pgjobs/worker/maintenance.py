@@ -29,9 +29,15 @@ CONTROLS_REFRESH = 2.0  # seconds between reads of pgjobs_queue's concurrency li
 ROLLUP_PRUNE_LOCK_KEY = 0x70676A6F627302  # "pgjobs" + 2 in ASCII, as an int
 
 
+FOREIGN_GRACE = 2.0  # reap intervals a job of a type this worker does not know is left alone
+
+
 class Reaper(Service):
     """Rescues jobs whose worker stopped renewing their lease (crashed, killed, stalled); each
-    gets the same retry decision as a run that raised (retry.decide, the type's policy)."""
+    gets the same retry decision as a run that raised (retry.decide, the type's policy).
+
+    A job of a type this worker does not register is left FOREIGN_GRACE reap intervals past
+    its expiry to a worker that knows its policy; after that it gets the global policy."""
 
     name = "reaper"
 
@@ -42,8 +48,10 @@ class Reaper(Service):
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
         counts = {"rescued": 0, "failed": 0}
-        for job_id, job_type, status, attempts, max_attempts in queries.reap(
-                reaped_fate, limit=self.limit, now=now, using=self.using):
+        rescued = queries.reap(reaped_fate, limit=self.limit, now=now,
+                               known_types=registry.registered_types(),
+                               grace=FOREIGN_GRACE * self.interval, using=self.using)
+        for job_id, job_type, status, attempts, max_attempts in rescued:
             counts["failed" if status == "FAILED" else "rescued"] += 1
             logger.warning(
                 "job.reaped %s#%s: lease expired during attempt %s/%s -> %s", job_type, job_id,
@@ -55,7 +63,8 @@ class Reaper(Service):
 
 
 def reaped_fate(job_type: str, attempts: int, max_attempts: int) -> retry.Decision:
-    """A type registered nowhere in this process gets the global policy."""
+    """A type registered nowhere in this process (reaped after the grace) gets the global
+    policy."""
     return retry.decide(registry.get(job_type), attempts, max_attempts, exc=None)
 
 

@@ -83,7 +83,7 @@ def test_queue_depth_reads_only_active_jobs():
 def test_pruning_a_rare_status_does_not_walk_the_completed_jobs(status, index):
     """Retention deletes the oldest jobs of one status: for the rare (problem) statuses the range
     of that status alone, never the millions of COMPLETED jobs finished before the cutoff."""
-    from django_pgjobs.sql import retention
+    from django_pgjobs import queries
 
     sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', "
         "CASE WHEN i % 100 = 0 THEN 'CANCELLED' WHEN i % 101 = 0 THEN 'FAILED' "
@@ -91,7 +91,7 @@ def test_pruning_a_rare_status_does_not_walk_the_completed_jobs(status, index):
         "now() - interval '40 days' + i * interval '1 second' FROM generate_series(1, 50000) i")
     sql("ANALYZE pgjobs_job")
     plan = "\n".join(r[0] for r in sql(
-        "EXPLAIN " + retention._PRUNE,
+        "EXPLAIN " + queries._PRUNE_FINISHED,
         {"status": status, "cutoff": "2100-01-01", "limit": 1000}))
     assert index in plan, (f"pruning {status} does not use {index}: see models.py\n" + plan)
 

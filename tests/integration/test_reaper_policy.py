@@ -67,13 +67,30 @@ def test_lease_expired_on_the_last_attempt_fails_the_job():
     assert "lease expired" in job.error, job.error
 
 
+def test_a_type_this_worker_does_not_know_is_left_to_others_for_two_reap_intervals():
+    """Within the grace a worker that knows the type (and its policy) gets the first go."""
+    ids = [i for (i,) in sql(
+        "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, started_at, "
+        "lease_token, lease_expires_at) SELECT 'test.outcome.nobody', 'RUNNING', 1, 5, 'w-dead', "
+        "now() - interval '1 minute', gen_random_uuid(), now() - interval '15 seconds' "
+        "FROM generate_series(1, 3) RETURNING id")]
+    enqueue("test.outcome.reap_fixed", {})
+    known = expire("test.outcome.reap_fixed")
+    from django_pgjobs.worker.maintenance import Reaper
+
+    assert Reaper(using="default", interval=10).run_once() == {"rescued": 1, "failed": 0}
+    assert Job.objects.get(pk=known[0]).status == JobStatus.PENDING  # its own type: at once
+    assert set(Job.objects.filter(id__in=ids).values_list("status", flat=True)) == {"RUNNING"}
+    assert Reaper(using="default", interval=5).run_once() == {"rescued": 3, "failed": 0}
+
+
 def test_jobs_of_a_type_registered_nowhere_get_the_global_policy(settings):
     settings.PGJOBS = {**settings.PGJOBS, "BACKOFF_BASE": 50.0, "BACKOFF_MAX": 3600.0}
     ids = [i for (i,) in sql(  # RUNNING rows no handler here knows (another deployment's type)
         "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, started_at, "
         "lease_token, lease_expires_at) SELECT 'test.outcome.nobody', 'RUNNING', 1, 5, 'w-dead', "
-        "now() - interval '1 minute', gen_random_uuid(), now() - interval '1 second' "
-        "FROM generate_series(1, 10) RETURNING id")]
+        "now() - interval '2 minutes', gen_random_uuid(), now() - interval '1 minute' "
+        "FROM generate_series(1, 10) RETURNING id")]  # expired past the grace (2 x 10 s)
     assert reap() == {"rescued": 10, "failed": 0}
     assert set(Job.objects.filter(id__in=ids).values_list("status", flat=True)) == {"PENDING"}
     found = delays(ids)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from django_pgjobs.queries import _decode_config
+from django_pgjobs.validation import decode_config
 
 
 @pytest.mark.parametrize("text", [
@@ -17,7 +17,7 @@ from django_pgjobs.queries import _decode_config
     ' {"padded": true} ',  # not jsonb's output, but loads() takes it: so do we
 ])
 def test_a_config_decodes_as_json_loads_would(text):
-    assert _decode_config(text) == (json.loads(text), None)
+    assert decode_config(text) == (json.loads(text), None)
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -30,7 +30,7 @@ def test_a_config_decodes_as_json_loads_would(text):
     ('{"a": ', "config cannot be decoded (Expecting value"),
 ])
 def test_a_config_that_cannot_be_handed_over_says_why(text, reason):
-    config, error = _decode_config(text)
+    config, error = decode_config(text)
     assert config == {}
     assert error.startswith(reason), error
     assert error.endswith("the job was not run (was it written with raw SQL?)")
