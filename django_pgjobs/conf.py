@@ -235,7 +235,8 @@ SETTINGS: list[Setting] = [
     Setting("TIMEOUT", None, Number(unit="seconds", high=MAX_SECONDS, none=True), "pgjobs.E005",
             "default wall-clock limit of a handler, seconds (`timeout=`)"),
     Setting("LEASE_SECONDS", 30.0, SECONDS, "pgjobs.E003",
-            "how long a RUNNING job is owned without a heartbeat (renewed every third of it)",
+            "how long a RUNNING job is owned without a heartbeat (renewed every third of it); "
+            "a worker counts alive while it beats within 3 of its own leases",
             option="lease_seconds",
             flag=Flag("--lease", "lease duration in seconds (default PGJOBS['LEASE_SECONDS'])"),
             warn=Warn(3, "pgjobs.W001", "under 3 s: a busy worker may lose leases between "

@@ -12,7 +12,8 @@ rests after each batch as long as the batch took (``rest``), so that working off
 at most half of one database backend and leaves the claims their share.
 
 Also pruned: ``pgjobs_schedule_fire`` rows (kept at least a day past the widest catch-up window
-so that a tick can never fire twice) and ``pgjobs_worker`` rows without a heartbeat for 10 leases.
+so that a tick can never fire twice) and ``pgjobs_worker`` rows silent for
+``sql.workers.FORGET_LEASES`` of their own lease.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from . import conf
 from .sql import retention as sql
+from .sql import workers as sql_workers
 from .sql.schedules import database_now
 from .status import TERMINAL_STATUSES
 
@@ -41,7 +43,6 @@ DEFAULTS: dict[str, float | None] = {
 JOB_STATUSES = tuple(str(s) for s in TERMINAL_STATUSES)
 BATCH = 1000
 MAX_BATCHES = 20
-STALE_WORKER_LEASES = 10
 
 
 def policy() -> dict[str, float | None]:
@@ -151,5 +152,4 @@ def _prune_fires(now: datetime, alias: str) -> int:
 
 def _prune_workers(now: datetime, alias: str) -> int:
     """Rows of workers that vanished without saying goodbye (killed, host lost)."""
-    cutoff = now - timedelta(seconds=STALE_WORKER_LEASES * conf.get("LEASE_SECONDS"))
-    return sql.prune_workers(cutoff, batch=BATCH, max_batches=MAX_BATCHES, using=alias)
+    return sql_workers.prune_forgotten(now, batch=BATCH, max_batches=MAX_BATCHES, using=alias)
