@@ -1,4 +1,5 @@
-"""Deletes of retention.py: finished jobs, old schedule fires, vanished workers; small batches."""
+"""Deletes of retention.py: finished jobs, old schedule fires; small batches (worker rows:
+sql/workers.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import datetime
 
 from .. import db
 from ..status import TERMINAL_STATUSES
-from ..tables import JOB_TABLE, SCHEDULE_FIRE_TABLE, WORKER_TABLE
+from ..tables import JOB_TABLE, SCHEDULE_FIRE_TABLE
 
 # Short statements that lock only the rows they delete (SKIP LOCKED: an admin viewing or
 # retrying a job is never waited for), oldest first through the finished_at index.
@@ -41,19 +42,10 @@ def count_prunable(*, status: str, cutoff: datetime, using: str | None = None) -
 _PRUNE_FIRES = f"""DELETE FROM {SCHEDULE_FIRE_TABLE} WHERE id IN (
     SELECT id FROM {SCHEDULE_FIRE_TABLE} WHERE fire_time < %s LIMIT %s)"""
 
-_PRUNE_WORKERS = f"""DELETE FROM {WORKER_TABLE} WHERE worker_id IN (
-    SELECT worker_id FROM {WORKER_TABLE} WHERE last_heartbeat < %s LIMIT %s)"""
-
 
 def prune_fires(cutoff: datetime, *, batch: int, max_batches: int, using: str | None = None) -> int:
     """Delete schedule fire rows older than ``cutoff``; returns how many."""
     return _delete_batches(_PRUNE_FIRES, cutoff, batch, max_batches, using)
-
-
-def prune_workers(cutoff: datetime, *, batch: int, max_batches: int,
-                  using: str | None = None) -> int:
-    """Delete worker rows whose last heartbeat is older than ``cutoff``; returns how many."""
-    return _delete_batches(_PRUNE_WORKERS, cutoff, batch, max_batches, using)
 
 
 def _delete_batches(sql: str, cutoff: datetime, batch: int, max_batches: int,
