@@ -25,10 +25,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import conf
+from . import conf, db
 from .sql import retention as sql
 from .sql import workers as sql_workers
-from .sql.schedules import database_now
 from .status import TERMINAL_STATUSES
 
 logger = logging.getLogger("django_pgjobs.retention")
@@ -96,7 +95,7 @@ def prune_once(
     is called after each full batch with the time it took; it returns False to end the pass.
     """
     alias = using or conf.get("DATABASE")
-    now = now or database_now(alias)
+    now = now or db.database_now(alias)
     counts: Counter[str] = Counter()
     for status, cutoff in cutoffs(now, statuses, older_than).items():
         done = 0
@@ -126,7 +125,7 @@ def plan(now: datetime | None = None, *, statuses: Iterable[str] | None = None,
          older_than: float | None = None, using: str | None = None) -> dict[str, Any]:
     """What :func:`prune_once` would delete (for ``--dry-run``): {status: (cutoff, count)}."""
     alias = using or conf.get("DATABASE")
-    now = now or database_now(alias)
+    now = now or db.database_now(alias)
     return {status: (cutoff, sql.count_prunable(status=status, cutoff=cutoff, using=alias))
             for status, cutoff in cutoffs(now, statuses, older_than).items()}
 

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 
 from django_pgjobs import dashboard, health_checks, retention, stats
+from django_pgjobs.db import database_now
 from django_pgjobs.models import Worker
 from django_pgjobs.sql import workers
-from django_pgjobs.sql.schedules import database_now
 from django_pgjobs.worker.leases import LeaseKeeper
 from django_pgjobs.worker.options import WorkerOptions
 from django_pgjobs.worker.slots import Slots
