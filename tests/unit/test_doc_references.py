@@ -142,6 +142,17 @@ def test_every_file_path_in_the_prose_exists():
     assert broken == [], "file paths in the docs that do not exist:\n" + "\n".join(broken)
 
 
+def test_every_relative_link_resolves():
+    """Links between the docs and the bench's results (docs/performance.md and its dated
+    measurements, bench/results/HISTORY.md)."""
+    broken = []
+    for doc in [*DOCS[1:], ROOT / "bench" / "results" / "HISTORY.md", ROOT / "bench" / "README.md"]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text("utf-8")):
+            if "://" not in target and not (doc.parent / target).exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+    assert broken == [], "relative links to nothing:\n" + "\n".join(broken)
+
+
 def test_the_checker_finds_broken_references():
     assert problem("worker.loop.maintain") == "does not resolve"
     assert problem("queries.no_such_function()") == "does not resolve"
