@@ -377,12 +377,6 @@ class JobAdmin(admin.ModelAdmin):
             return format_html("ended {}{}", relative(obj.finished_at, now), took)
         return format_html("created {}", relative(obj.created_at, now))
 
-    @admin.display(description="duration")
-    def duration_col(self, obj: Job) -> str:
-        if obj.status == JobStatus.RUNNING and obj.started_at:
-            return span((timezone.now() - obj.started_at).total_seconds())
-        return human_ms(obj.duration_ms)
-
     @admin.display(description="details")
     def detail_col(self, obj: Job) -> SafeString | str:
         bar = progress_bar(obj) if obj.status == JobStatus.RUNNING else ""

@@ -2,9 +2,9 @@
 
 SETTINGS below is the one statement of every key: its default, what a value must be (its rule),
 the system check that refuses it, its line in docs/settings.md, the WorkerOptions field it
-defaults and its runjobs flag. DEFAULTS, the checks of checks.py, WorkerOptions.from_settings,
-runjobs' flags and the docs' table are derived from it (regenerate the table with
-``.venv/bin/python scripts/settings_doc.py``).
+defaults and its runjobs flag. DEFAULTS, the checks of checks.py, WorkerOptions' defaults and
+from_settings, runjobs' flags, the docs' table and the README's flags table are derived from it
+(regenerate both tables with ``.venv/bin/python scripts/settings_doc.py``).
 """
 
 from __future__ import annotations
@@ -235,14 +235,17 @@ SETTINGS: list[Setting] = [
     Setting("TIMEOUT", None, Number(unit="seconds", high=MAX_SECONDS, none=True), "pgjobs.E005",
             "default wall-clock limit of a handler, seconds (`timeout=`)"),
     Setting("LEASE_SECONDS", 30.0, SECONDS, "pgjobs.E003",
-            "how long a RUNNING job is owned without a heartbeat (renewed every third of it)",
+            "how long a RUNNING job is owned without a heartbeat (renewed every third of it); "
+            "a worker counts alive while it beats within 3 of its own leases",
             option="lease_seconds",
-            flag=Flag("--lease", "lease duration in seconds (default PGJOBS['LEASE_SECONDS'])"),
+            flag=Flag("--lease", "lease of a running job in seconds, renewed every third of it by "
+                                "the heartbeat"),
             warn=Warn(3, "pgjobs.W001", "under 3 s: a busy worker may lose leases between "
                                         "heartbeats (every third of the lease)")),
     Setting("REAP_INTERVAL", 10.0, SECONDS, "pgjobs.E003",
             "seconds between two rescues of expired leases by a worker", option="reap_interval",
-            flag=Flag("--reap-interval", "seconds between expired-lease checks")),
+            flag=Flag("--reap-interval",
+                      "seconds between two rescues of jobs whose lease expired")),
     Setting("CONCURRENCY", 10, Int(1), "pgjobs.E004", "handler threads per worker",
             option="concurrency",
             flag=Flag("--concurrency", "handler threads, each with its own connection")),
@@ -331,6 +334,12 @@ SETTINGS: list[Setting] = [
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+BY_OPTION: dict[str, Setting] = {s.option: s for s in SETTINGS if s.option}
+
+
+def option_default(option: str) -> Any:
+    """The default of the WorkerOptions field ``option``: its setting's (the field names it)."""
+    return BY_OPTION[option].default
 
 
 @cache

@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -52,6 +53,13 @@ def tables_required(using: str | None = None) -> Iterator[None]:
 def cursor(using: str | None):
     """Django's own cursor on ``using`` (PGJOBS["DATABASE"] by default); a context manager."""
     return connections[using or conf.get("DATABASE")].cursor()
+
+
+def database_now(using: str | None = None) -> datetime:
+    """The database clock (schedules and retention never trust the worker's)."""
+    with cursor(using) as cur:
+        cur.execute("SELECT now()")
+        return cur.fetchone()[0]
 
 
 _TIMESTAMPTZ_OID = pg_types["timestamptz"].oid

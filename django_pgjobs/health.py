@@ -18,13 +18,16 @@ from typing import Any
 from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
+from .sql.workers import ALIVE_LEASES
+
 logger = logging.getLogger("django_pgjobs.worker")
 
 
 def stuck_after(worker: Any) -> float:
-    """Seconds without a loop step after which /livez fails."""
+    """Seconds without a loop step after which /livez fails: when the worker's row stops
+    counting alive (its heartbeat is a loop step), at least a minute."""
     o = worker.options
-    return max(60.0, 3 * o.lease_seconds, 5 * o.poll_interval)
+    return max(60.0, ALIVE_LEASES * o.lease_seconds, 5 * o.poll_interval)
 
 
 def livez(worker: Any, now: float | None = None) -> tuple[bool, dict[str, Any]]:

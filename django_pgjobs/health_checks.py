@@ -15,6 +15,7 @@ from django.db import InterfaceError, OperationalError, connections
 
 from . import __version__, conf, db, registry
 from .exceptions import NotMigrated
+from .sql import workers as sql_workers
 from .status import PENDING_SQL, RUNNING_SQL
 from .tables import JOB_TABLE, QUEUE_TABLE, SCHEDULE_FIRE_TABLE, SCHEDULE_TABLE, WORKER_TABLE
 
@@ -53,7 +54,7 @@ def collect(thresholds: Thresholds | None = None, using: str | None = None) -> d
                 {"type": name, "due": n}
                 for name, n in unknown_due_types(registry.registered_types(), using=alias)
             ],
-            "live_workers": _live_workers(cur),
+            "live_workers": sql_workers.count_alive(alias),
         }
 
 
@@ -237,15 +238,6 @@ def unknown_due_types(known: Sequence[str], using: str | None = None) -> list[tu
             [list(known)],
         )
         return [(r[0], r[1]) for r in cur.fetchall()]
-
-
-def _live_workers(cur: Any) -> int:
-    cur.execute(
-        f"SELECT count(*) FROM {WORKER_TABLE} "
-        "WHERE last_heartbeat > now() - %s * interval '1 second'",
-        [3 * float(conf.get("LEASE_SECONDS"))],
-    )
-    return cur.fetchone()[0]
 
 
 def _iso(value: Any) -> str | None:

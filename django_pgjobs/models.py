@@ -206,6 +206,8 @@ class Worker(models.Model):
     started_at = models.DateTimeField(db_default=Now())
     last_heartbeat = models.DateTimeField(db_default=Now())
     jobs_done = models.BigIntegerField(default=0, db_default=0)
+    # The worker's own --lease: its liveness is counted in it (sql/workers.py).
+    lease_seconds = models.FloatField(null=True, blank=True)
 
     objects = QueueManager()
 

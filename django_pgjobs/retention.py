@@ -12,7 +12,8 @@ rests after each batch as long as the batch took (``rest``), so that working off
 at most half of one database backend and leaves the claims their share.
 
 Also pruned: ``pgjobs_schedule_fire`` rows (kept at least a day past the widest catch-up window
-so that a tick can never fire twice) and ``pgjobs_worker`` rows without a heartbeat for 10 leases.
+so that a tick can never fire twice) and ``pgjobs_worker`` rows silent for
+``sql.workers.FORGET_LEASES`` of their own lease.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import conf, queries
+from . import conf, db, queries
 from .sql import retention as sql
-from .sql.schedules import database_now
+from .sql import workers as sql_workers
 from .status import TERMINAL_STATUSES
 
 logger = logging.getLogger("django_pgjobs.retention")
@@ -41,7 +42,6 @@ DEFAULTS: dict[str, float | None] = {
 JOB_STATUSES = tuple(str(s) for s in TERMINAL_STATUSES)
 BATCH = 1000
 MAX_BATCHES = 20
-STALE_WORKER_LEASES = 10
 
 
 def policy() -> dict[str, float | None]:
@@ -95,7 +95,7 @@ def prune_once(
     is called after each full batch with the time it took; it returns False to end the pass.
     """
     alias = using or conf.get("DATABASE")
-    now = now or database_now(alias)
+    now = now or db.database_now(alias)
     counts: Counter[str] = Counter()
     for status, cutoff in cutoffs(now, statuses, older_than).items():
         done = 0
@@ -125,7 +125,7 @@ def plan(now: datetime | None = None, *, statuses: Iterable[str] | None = None,
          older_than: float | None = None, using: str | None = None) -> dict[str, Any]:
     """What :func:`prune_once` would delete (for ``--dry-run``): {status: (cutoff, count)}."""
     alias = using or conf.get("DATABASE")
-    now = now or database_now(alias)
+    now = now or db.database_now(alias)
     return {status: (cutoff, sql.count_prunable(status=status, cutoff=cutoff, using=alias))
             for status, cutoff in cutoffs(now, statuses, older_than).items()}
 
@@ -151,5 +151,4 @@ def _prune_fires(now: datetime, alias: str) -> int:
 
 def _prune_workers(now: datetime, alias: str) -> int:
     """Rows of workers that vanished without saying goodbye (killed, host lost)."""
-    cutoff = now - timedelta(seconds=STALE_WORKER_LEASES * conf.get("LEASE_SECONDS"))
-    return sql.prune_workers(cutoff, batch=BATCH, max_batches=MAX_BATCHES, using=alias)
+    return sql_workers.prune_forgotten(now, batch=BATCH, max_batches=MAX_BATCHES, using=alias)

@@ -43,7 +43,7 @@ from typing import Any
 from croniter import croniter
 from django.db import InterfaceError, OperationalError, transaction
 
-from . import conf, registry
+from . import conf, db, registry
 from .sql import schedules as sql
 
 UTC = _timezone.utc  # datetime.UTC is Python >= 3.11
@@ -296,7 +296,7 @@ def enqueue_due(now: datetime | None = None, using: str | None = None) -> Counte
     if not specs:
         return counts
     alias = using or conf.get("DATABASE")
-    now = now or sql.database_now(alias)
+    now = now or db.database_now(alias)
     states = sql.states(list(specs), alias)
     for name, spec in specs.items():
         try:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import conf, db, rollup
+from . import db, rollup
 from .sql import rollups as sql_rollups
 from .sql import workers as sql_workers
 from .status import FAILED_SQL
@@ -110,13 +110,12 @@ def _round(v: float | None) -> float | None:
 
 
 def workers(using: str | None = None) -> list[dict[str, Any]]:
-    """Workers that wrote a heartbeat row; ``alive`` when it is fresher than two leases."""
-    lease = float(conf.get("LEASE_SECONDS"))
+    """Workers that wrote a heartbeat row; ``alive`` as sql/workers.py defines it."""
     return [
         {"worker_id": w, "hostname": h, "pid": pid, "queues": q, "concurrency": c,
          "started_at": s, "last_heartbeat": hb, "jobs_done": done,
-         "heartbeat_age_s": round(age, 1), "alive": age < 2 * lease}
-        for w, h, pid, q, c, s, hb, done, age in sql_workers.list_workers(using)
+         "heartbeat_age_s": round(age, 1), "alive": alive}
+        for w, h, pid, q, c, s, hb, done, age, alive in sql_workers.list_workers(using)
     ]
 
 

@@ -1,12 +1,13 @@
-"""SQL of retention.py: old schedule fires and vanished workers deleted in small batches, and
-the count of prunable jobs (deleting finished jobs changes job state: queries.prune_finished)."""
+"""SQL of retention.py: old schedule fires deleted in small batches, and the count of prunable
+jobs (deleting finished jobs changes job state: queries.prune_finished; worker rows:
+sql/workers.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from .. import db
-from ..tables import JOB_TABLE, SCHEDULE_FIRE_TABLE, WORKER_TABLE
+from ..tables import JOB_TABLE, SCHEDULE_FIRE_TABLE
 
 
 def count_prunable(*, status: str, cutoff: datetime, using: str | None = None) -> int:
@@ -19,19 +20,10 @@ def count_prunable(*, status: str, cutoff: datetime, using: str | None = None) -
 _PRUNE_FIRES = f"""DELETE FROM {SCHEDULE_FIRE_TABLE} WHERE id IN (
     SELECT id FROM {SCHEDULE_FIRE_TABLE} WHERE fire_time < %s LIMIT %s)"""
 
-_PRUNE_WORKERS = f"""DELETE FROM {WORKER_TABLE} WHERE worker_id IN (
-    SELECT worker_id FROM {WORKER_TABLE} WHERE last_heartbeat < %s LIMIT %s)"""
-
 
 def prune_fires(cutoff: datetime, *, batch: int, max_batches: int, using: str | None = None) -> int:
     """Delete schedule fire rows older than ``cutoff``; returns how many."""
     return _delete_batches(_PRUNE_FIRES, cutoff, batch, max_batches, using)
-
-
-def prune_workers(cutoff: datetime, *, batch: int, max_batches: int,
-                  using: str | None = None) -> int:
-    """Delete worker rows whose last heartbeat is older than ``cutoff``; returns how many."""
-    return _delete_batches(_PRUNE_WORKERS, cutoff, batch, max_batches, using)
 
 
 def _delete_batches(sql: str, cutoff: datetime, batch: int, max_batches: int,

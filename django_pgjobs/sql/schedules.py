@@ -87,13 +87,6 @@ def advance(name: str, seen: datetime | None, cursor: datetime, using: str | Non
         )
 
 
-def database_now(using: str | None = None) -> datetime:
-    """The database clock (schedules and retention never trust the worker's)."""
-    with db.cursor(using) as cur:
-        cur.execute("SELECT now()")
-        return cur.fetchone()[0]
-
-
 def set_enabled(names: list[str], enabled: bool, using: str | None = None) -> int:
     """Enable or disable schedules. Either way the cursor restarts from now: ticks that passed
     while a schedule was disabled never fire."""

@@ -101,6 +101,6 @@ class LeaseKeeper:
         workers.upsert_worker(
             worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(),
             queues=o.queues or ["*"], concurrency=o.concurrency, jobs_done=self.jobs_done(),
-            using=o.using,
+            lease_seconds=o.lease_seconds, using=o.using,
         )
 

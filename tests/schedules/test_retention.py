@@ -11,8 +11,8 @@ from django.core.management.base import CommandError
 from django.db import connections, transaction
 
 from django_pgjobs import retention
+from django_pgjobs.db import database_now
 from django_pgjobs.models import Job, ScheduleFire, Worker
-from django_pgjobs.sql.schedules import database_now
 from tests.conftest import sql, sql_one
 from tests.schedules.helpers import entry, utc
 

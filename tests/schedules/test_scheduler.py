@@ -8,9 +8,10 @@ import pytest
 from django.db import connection, connections
 
 from django_pgjobs import handler, scheduler
+from django_pgjobs.db import database_now
 from django_pgjobs.models import Job, Schedule, ScheduleFire
 from django_pgjobs.scheduler import enqueue_due, schedule
-from django_pgjobs.sql.schedules import database_now, request_run_now, set_enabled
+from django_pgjobs.sql.schedules import request_run_now, set_enabled
 from django_pgjobs.worker import Worker, WorkerOptions
 from tests.schedules.helpers import entry, utc
 

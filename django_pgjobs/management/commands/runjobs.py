@@ -79,16 +79,16 @@ class Command(BaseCommand):
         add_setting_flags(parser)
         parser.add_argument("--burst", action="store_true",
                             help="process every due job, then exit 0")
-        parser.add_argument("--give-up-after", type=_seconds, metavar="SECONDS", default=60.0,
+        parser.add_argument("--give-up-after", type=_seconds, metavar="SECONDS",
                             help="with --burst: exit with code 4 once the database stayed "
-                                 "unreachable this long (default 60)")
+                                 f"unreachable this long (default {WorkerOptions.give_up_after:g})")
         parser.add_argument("--max-jobs", type=positive_int, help="exit after this many jobs")
         parser.add_argument("--worker-id", type=_worker_id, help="name shown in logs and admin")
         parser.add_argument("--no-listen", action="store_true",
                             help="do not LISTEN for wakeups; poll only")
         parser.add_argument("--health-port", type=_port,
                             help="serve /livez, /readyz and /metrics on this port")
-        parser.add_argument("--health-host", default="0.0.0.0",  # noqa: S104
+        parser.add_argument("--health-host",  # default: WorkerOptions.health_host
                             help="address of the health endpoints (default: all interfaces)")
         parser.add_argument("--no-scheduler", action="store_true",
                             help="do not fire cron schedules from this worker")
