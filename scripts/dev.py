@@ -39,7 +39,7 @@ commands:
   test [PYTEST_ARGS...]   run the test-suite (python -m pytest PYTEST_ARGS...); with CI=true,
                           then the other combinations of the support matrix (matrix --ci)
   demo [ARGS...]          migrate example_project and run `manage.py demo ARGS...`
-  matrix [--ci | --only DJANGO/PYTHON/PG ...] [-- PYTEST_ARGS...]
+  matrix [--ci] [--only DJANGO/PYTHON/PG ...] [-- PYTEST_ARGS...]
                           the suite on each supported Django x Python x PostgreSQL
 
 Both use $DATABASE_URL if set (e.g. postgres://USER:PASSWORD@HOST:5432/NAME);

