@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 
 from . import conf
 
@@ -33,7 +34,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     """PGJOBS itself (E001, E002), the rules of conf.SETTINGS (E0xx, W0xx, E3xx), the engine
     (E007)."""
     from django.conf import settings
-    from django.db import connections
 
     user = getattr(settings, "PGJOBS", {})
     if not isinstance(user, dict):
@@ -49,17 +49,36 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     errors += _table_checks("pgjobs.E3")  # a worker's connections (netsafety.py)
     alias = conf.get("DATABASE")
     if conf.BY_NAME["DATABASE"].rule.accepts(alias):  # else E006 above
-        engine = connections.settings[alias]["ENGINE"]
-        if engine != "django.db.backends.postgresql":
-            errors.append(checks.Error(
-                f"django-pgjobs needs PostgreSQL; DATABASES[{alias!r}] uses {engine}",
-                hint=f"set DATABASES[{alias!r}]['ENGINE'] = 'django.db.backends.postgresql' "
-                     "(with NAME, USER, PASSWORD, HOST and PORT of your PostgreSQL; pip install "
-                     "'psycopg[binary]'), or PGJOBS['DATABASE'] to an alias that uses it",
-                id="pgjobs.E007"))
+        errors += _check_engine(alias)
         errors += _check_routing(alias)
     errors += _listen_through_pooler()
     return errors
+
+
+def _check_engine(alias: str) -> list[checks.CheckMessage]:
+    """E007: the alias is not PostgreSQL through psycopg 3. Decided by the backend's vendor, not
+    its ENGINE string: PostGIS and wrappers of Django's postgresql backend are PostgreSQL."""
+    from django.db import connections
+
+    engine = connections.settings[alias]["ENGINE"]
+    try:
+        wrapper = connections.create_connection(alias)  # not cached, never connected
+    except ImproperlyConfigured as exc:
+        found = f"which does not load: {exc}"
+    else:
+        driver = getattr(getattr(wrapper, "Database", None), "__name__", "")
+        if wrapper.vendor == "postgresql" and driver == "psycopg":
+            return []
+        found = (f"the driver {driver}" if wrapper.vendor == "postgresql"
+                 else f"vendor {wrapper.vendor!r}")
+    return [checks.Error(
+        f"django-pgjobs needs PostgreSQL through psycopg 3; DATABASES[{alias!r}] uses {engine} "
+        f"({found})",
+        hint=f"set DATABASES[{alias!r}]['ENGINE'] = 'django.db.backends.postgresql' (or a "
+             "backend built on it, such as django.contrib.gis.db.backends.postgis; with NAME, "
+             "USER, PASSWORD, HOST and PORT of your PostgreSQL; pip install 'psycopg[binary]'), "
+             "or PGJOBS['DATABASE'] to an alias that uses it",
+        id="pgjobs.E007")]
 
 
 def _check_routing(alias: str) -> list[checks.CheckMessage]:

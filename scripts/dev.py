@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
@@ -38,7 +39,7 @@ commands:
   test [PYTEST_ARGS...]   run the test-suite (python -m pytest PYTEST_ARGS...); with CI=true,
                           then the other combinations of the support matrix (matrix --ci)
   demo [ARGS...]          migrate example_project and run `manage.py demo ARGS...`
-  matrix [--ci | --only DJANGO/PYTHON/PG ...] [-- PYTEST_ARGS...]
+  matrix [--ci] [--only DJANGO/PYTHON/PG ...] [-- PYTEST_ARGS...]
                           the suite on each supported Django x Python x PostgreSQL
 
 Both use $DATABASE_URL if set (e.g. postgres://USER:PASSWORD@HOST:5432/NAME);
@@ -190,15 +191,26 @@ def _child_env(url: str) -> dict[str, str]:
     return env
 
 
-# Debian packages some tests drive: command -> package. Installed when missing and this
-# process may (root with apt-get); otherwise those tests say what to install (they fail under
-# CI=true, and skip with the reason elsewhere).
+# Debian packages some tests drive: what shows they are there (a command on PATH, an absolute
+# path, or "lib:NAME" for a shared library) -> package. Installed when missing and this process
+# may (root with apt-get); otherwise the tests that need them fail saying what to install.
 SYSTEM_TOOLS = {"chromium": "chromium", "faketime": "faketime", "pgbouncer": "pgbouncer",
-                "ip": "iproute2"}
+                "ip": "iproute2",
+                # tests/postgis: PostGIS for Debian's PostgreSQL 15, GeoDjango's GDAL and GEOS
+                "/usr/share/postgresql/15/extension/postgis.control": "postgresql-15-postgis-3",
+                "lib:gdal": "libgdal32", "lib:geos_c": "libgeos-c1v5"}
+
+
+def _present(what: str) -> bool:
+    if what.startswith("lib:"):
+        return ctypes.util.find_library(what[4:]) is not None
+    if what.startswith("/"):
+        return Path(what).exists()
+    return shutil.which(what) is not None
 
 
 def _ensure_system_tools() -> None:
-    missing = sorted({pkg for cmd, pkg in SYSTEM_TOOLS.items() if shutil.which(cmd) is None})
+    missing = sorted({pkg for what, pkg in SYSTEM_TOOLS.items() if not _present(what)})
     if not missing:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:

