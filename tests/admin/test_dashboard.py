@@ -123,3 +123,9 @@ def test_an_unhealthy_queue_is_named_on_the_dashboard(admin_client):
     html = admin_client.get(URL).content.decode()
     assert 'id="pgjobs-health"' in html and "1 RUNNING jobs have a lease expired" in html
     assert admin_client.get(URL + "json/").json()["health"]["healthy"] is False
+
+
+def test_dashboard_page_carries_the_stale_banner_and_the_login_url(admin_client):
+    html = admin_client.get(URL + "?refresh=15").content.decode()
+    assert '<div id="pgjobs-stale" class="pgjobs-stale" role="alert" hidden></div>' in html
+    assert 'data-login-url="/admin/login/"' in html and 'id="pgjobs-updated"' in html
