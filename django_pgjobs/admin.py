@@ -581,7 +581,8 @@ class JobAdmin(admin.ModelAdmin):
         if ids is None:
             return None
         cancelled, requested = operations.cancel(ids)
-        admin_audit.record(request, "cancel", [*cancelled, *requested])
+        admin_audit.record(request, "cancel", cancelled)
+        admin_audit.record(request, "cancel_requested", requested)
         extra = (f" ({len(cancelled)} cancelled, {len(requested)} running: cancel requested, "
                  "the handler sees job.cancel_requested)") if requested else ""
         return self._report(request, "Cancel", ids, [*cancelled, *requested],
