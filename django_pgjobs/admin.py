@@ -37,7 +37,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import admin_audit, admin_counts, admin_detail, conf, dashboard, operations, registry
+from . import admin_audit, admin_counts, admin_detail, conf, dashboard, operations, registry, waits
 from .admin_format import (  # noqa: F401 - redact, error_summary: importable from here too
     derived_status,
     error_line,
@@ -371,7 +371,9 @@ class JobAdmin(admin.ModelAdmin):
         if obj.status == JobStatus.RUNNING and obj.started_at:
             return format_html("started {}", relative(obj.started_at, now))
         if obj.status == JobStatus.PENDING:
-            return format_html("due {}", relative(obj.run_after, now))
+            wait = getattr(obj, "pgjobs_wait", "")  # waits.annotate, in get_changelist_instance
+            return format_html("due {}{}", relative(obj.run_after, now), format_html(
+                ' · <span class="pgjobs-wait">{}</span>', wait) if wait else "")
         if obj.finished_at:
             took = f" · took {human_ms(obj.duration_ms)}" if obj.duration_ms is not None else ""
             return format_html("ended {}{}", relative(obj.finished_at, now), took)
@@ -428,6 +430,8 @@ class JobAdmin(admin.ModelAdmin):
         running = obj.status == JobStatus.RUNNING and obj.started_at
         rows = [
             ("status", status_badge(obj)),
+            *([("waiting", wait)] if (wait := waits.reason(
+                obj, waits.queue_states([obj.queue]).get(obj.queue), now)) else []),
             ("type", obj.type), ("queue", obj.queue), ("priority", obj.priority),
             ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
             ("enqueued", when(obj.created_at)),
@@ -476,6 +480,12 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="Timeline")
     def timeline(self, obj: Job) -> SafeString:
         return admin_detail.timeline(obj)
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The page's jobs, each told why it waits (one query for all their queues)."""
+        cl = super().get_changelist_instance(request)
+        waits.annotate(list(cl.result_list))
+        return cl
 
     def changelist_view(self, request: HttpRequest,
                         extra_context: dict[str, Any] | None = None) -> HttpResponse:
@@ -572,8 +582,11 @@ class JobAdmin(admin.ModelAdmin):
             return None
         done = operations.run_now(ids)
         admin_audit.record(request, "run_now", done)
+        held = waits.held([i for i in ids if i not in set(done)])
+        why = "; ".join(f"{r} ({', '.join(qs)})" for r, qs in held.items())
         return self._report(request, "Run now", ids, done,
-                            "only pending jobs due later can be made due now")
+                            "only pending jobs due later can be made due now"
+                            + (f"; the due ones wait because: {why}" if why else ""))
 
     @admin.action(permissions=["cancel"], description="Cancel (pending; running: request)")
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
