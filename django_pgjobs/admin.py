@@ -37,7 +37,16 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import admin_audit, admin_counts, admin_detail, conf, dashboard, operations, registry, waits
+from . import (
+    admin_audit,
+    admin_counts,
+    admin_detail,
+    conf,
+    dashboard,
+    operations,
+    registry,
+    waits,
+)
 from .admin_format import (  # noqa: F401 - redact, error_summary: importable from here too
     derived_status,
     error_line,
@@ -56,6 +65,7 @@ from .sql import queues, rollups
 from .status import TERMINAL_STATUSES, JobStatus
 from .tables import JOB_TABLE
 
+RUNNING_PAGE_REFRESH = 5  # seconds: a running job's page reloads itself
 ACTION_LIMIT = 10_000  # jobs one action may touch (select-across on a huge table is refused)
 EXACT_COUNT_UP_TO = 10_000  # the changelist counts exactly up to this, then estimates
 
@@ -429,9 +439,12 @@ class JobAdmin(admin.ModelAdmin):
         now = timezone.now()
         running = obj.status == JobStatus.RUNNING and obj.started_at
         rows = [
-            ("status", status_badge(obj)),
+            ("status", format_html("{}{}", status_badge(obj), " cancel requested: it stops when "
+                                   "its handler checks job.cancel_requested" if running and
+                                   obj.cancel_requested else "")),
             *([("waiting", wait)] if (wait := waits.reason(
-                obj, waits.queue_states([obj.queue]).get(obj.queue), now)) else []),
+                obj, waits.queue_states([obj.queue] if obj.status == JobStatus.PENDING else [])
+                .get(obj.queue), now)) else []),
             ("type", obj.type), ("queue", obj.queue), ("priority", obj.priority),
             ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
             ("enqueued", when(obj.created_at)),
@@ -440,7 +453,7 @@ class JobAdmin(admin.ModelAdmin):
             ("elapsed" if running else "duration",
              span((now - obj.started_at).total_seconds()) if running
              else human_ms(obj.duration_ms)),
-            ("progress", progress_bar(obj, now) or "–"),
+            ("progress", admin_detail.progress_cell(obj, now)),
             ("tenant", obj.tenant_id or "–"), ("operated by", obj.operated_by or "–"),
             ("trace id", self.trace_col(obj)), ("unique key", obj.unique_key or "–"),
             ("worker", obj.locked_by or "–"),
@@ -512,10 +525,12 @@ class JobAdmin(admin.ModelAdmin):
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra = dict(extra_context or {})
-        job = Job.objects.filter(pk=object_id).only("status", "run_after").first() if str(
-            object_id).isdigit() else None
+        job = Job.objects.filter(pk=object_id).only(
+            "status", "run_after", "cancel_requested").first() if str(object_id).isdigit() else None
         if job is not None:
             extra["pgjobs_actions"] = self._detail_actions(request, job)
+            extra["pgjobs_refresh"] = RUNNING_PAGE_REFRESH if job.status == JobStatus.RUNNING \
+                else 0
             extra["pgjobs_changelist_url"] = reverse("admin:django_pgjobs_job_changelist")
         return super().change_view(request, object_id, form_url, extra)
 
@@ -524,7 +539,8 @@ class JobAdmin(admin.ModelAdmin):
         applies = {
             "retry_jobs": job.status in ("FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"),
             "run_jobs_now": job.status == JobStatus.PENDING and job.run_after > timezone.now(),
-            "cancel_jobs": job.status in (JobStatus.PENDING, JobStatus.RUNNING),
+            "cancel_jobs": job.status == JobStatus.PENDING or (
+                job.status == JobStatus.RUNNING and not job.cancel_requested),
             "duplicate_jobs": True,
             "delete_finished_jobs": job.status in TERMINAL_STATUSES,
         }
