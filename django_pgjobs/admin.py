@@ -598,11 +598,12 @@ class JobAdmin(admin.ModelAdmin):
             return None
         done = operations.run_now(ids)
         admin_audit.record(request, "run_now", done)
-        held = waits.held([i for i in ids if i not in set(done)])
-        why = "; ".join(f"{r} ({', '.join(qs)})" for r, qs in held.items())
+        why = waits.held_text([i for i in ids if i not in set(done)])
+        still = waits.held_text(done)
         return self._report(request, "Run now", ids, done,
                             "only pending jobs due later can be made due now"
-                            + (f"; the due ones wait because: {why}" if why else ""))
+                            + (f"; the due ones wait because: {why}" if why else ""),
+                            f" (due now, but still held: {still})" if still else "")
 
     @admin.action(permissions=["cancel"], description="Cancel (pending; running: request)")
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:

@@ -6,6 +6,7 @@ or it waits for its next retry. One query answers for every queue of a page.
                                     "waiting for retry 1 at 17:03:10 (in 2 min)" / ""
     annotate(jobs)               -> sets job.pgjobs_wait on each job of a list page
     held(ids)                    -> {reason: [queue, ...]} of those jobs that are due but held
+    held_text(ids)               -> the same in words: "queue paused (emails); …"
 """
 
 from __future__ import annotations
@@ -92,3 +93,8 @@ def held(ids: Sequence[int], using: str | None = None) -> dict[str, list[str]]:
         if why and (j.run_after is None or j.run_after <= now):
             out.setdefault(why, set()).add(j.queue)
     return {why: sorted(qs) for why, qs in sorted(out.items())}
+
+
+def held_text(ids: Sequence[int], using: str | None = None) -> str:
+    """held() in words, for the admin's messages: 'queue paused (emails, mail); …'."""
+    return "; ".join(f"{why} ({', '.join(qs)})" for why, qs in held(ids, using).items())

@@ -65,3 +65,10 @@ def test_run_now_names_what_holds_a_due_job(admin_client):
     assert "2 skipped" in text, text
     assert ("the due ones wait because: queue at its limit of 0 (capped); queue paused (held)"
             in text), text
+
+
+def test_run_now_of_a_retry_in_a_paused_queue_says_it_is_still_held(admin_client):
+    Queue.objects.create(name="held", paused=True)
+    job = make_job(queue="held", attempts=1, run_after=timezone.now() + timedelta(minutes=3))
+    text = message(act(admin_client, "run_jobs_now", job))
+    assert "Run now: 1 done (due now, but still held: queue paused (held))" in text, text
