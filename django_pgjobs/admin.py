@@ -439,12 +439,7 @@ class JobAdmin(admin.ModelAdmin):
         now = timezone.now()
         running = obj.status == JobStatus.RUNNING and obj.started_at
         rows = [
-            ("status", format_html("{}{}", status_badge(obj), " cancel requested: it stops when "
-                                   "its handler checks job.cancel_requested" if running and
-                                   obj.cancel_requested else "")),
-            *([("waiting", wait)] if (wait := waits.reason(
-                obj, waits.queue_states([obj.queue] if obj.status == JobStatus.PENDING else [])
-                .get(obj.queue), now)) else []),
+            ("status", status_badge(obj)),
             ("type", obj.type), ("queue", obj.queue), ("priority", obj.priority),
             ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
             ("enqueued", when(obj.created_at)),
@@ -461,8 +456,20 @@ class JobAdmin(admin.ModelAdmin):
              else "–"),
             ("cancel requested", "yes" if obj.cancel_requested else "no"),
         ]
+        rows[1:1] = self._state_rows(obj, now)
         return format_html('<table class="pgjobs-kv">{}</table>', format_html_join(
             "", "<tr><th>{}</th><td>{}</td></tr>", rows))
+
+    def _state_rows(self, obj: Job, now: Any) -> list[tuple[str, str]]:
+        """What the status alone does not say: a cancel request a running job has not yet
+        acted on, or why a pending job waits (waits.py)."""
+        if obj.status == JobStatus.RUNNING and obj.cancel_requested:
+            return [("state", "cancel requested: it stops when its handler checks "
+                              "job.cancel_requested")]
+        if obj.status == JobStatus.PENDING:
+            wait = waits.reason(obj, waits.queue_states([obj.queue]).get(obj.queue), now)
+            return [("waiting", wait)] if wait else []
+        return []
 
     @admin.display(description="Config (secrets redacted)")
     def config_pretty(self, obj: Job) -> SafeString:
