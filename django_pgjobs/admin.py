@@ -37,7 +37,16 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import admin_audit, admin_counts, admin_detail, conf, dashboard, operations, registry
+from . import (
+    admin_audit,
+    admin_counts,
+    admin_detail,
+    conf,
+    dashboard,
+    operations,
+    registry,
+    waits,
+)
 from .admin_format import (  # noqa: F401 - redact, error_summary: importable from here too
     derived_status,
     error_line,
@@ -56,6 +65,7 @@ from .sql import queues, rollups
 from .status import TERMINAL_STATUSES, JobStatus
 from .tables import JOB_TABLE
 
+RUNNING_PAGE_REFRESH = 5  # seconds: a running job's page reloads itself
 ACTION_LIMIT = 10_000  # jobs one action may touch (select-across on a huge table is refused)
 EXACT_COUNT_UP_TO = 10_000  # the changelist counts exactly up to this, then estimates
 
@@ -371,7 +381,9 @@ class JobAdmin(admin.ModelAdmin):
         if obj.status == JobStatus.RUNNING and obj.started_at:
             return format_html("started {}", relative(obj.started_at, now))
         if obj.status == JobStatus.PENDING:
-            return format_html("due {}", relative(obj.run_after, now))
+            wait = getattr(obj, "pgjobs_wait", "")  # waits.annotate, in get_changelist_instance
+            return format_html("due {}{}", relative(obj.run_after, now), format_html(
+                ' · <span class="pgjobs-wait">{}</span>', wait) if wait else "")
         if obj.finished_at:
             took = f" · took {human_ms(obj.duration_ms)}" if obj.duration_ms is not None else ""
             return format_html("ended {}{}", relative(obj.finished_at, now), took)
@@ -430,7 +442,7 @@ class JobAdmin(admin.ModelAdmin):
             ("elapsed" if running else "duration",
              span((now - obj.started_at).total_seconds()) if running
              else human_ms(obj.duration_ms)),
-            ("progress", progress_bar(obj, now) or "–"),
+            ("progress", admin_detail.progress_cell(obj, now)),
             ("tenant", obj.tenant_id or "–"), ("operated by", obj.operated_by or "–"),
             ("trace id", self.trace_col(obj)), ("unique key", obj.unique_key or "–"),
             ("worker", obj.locked_by or "–"),
@@ -438,8 +450,20 @@ class JobAdmin(admin.ModelAdmin):
              else "–"),
             ("cancel requested", "yes" if obj.cancel_requested else "no"),
         ]
+        rows[1:1] = self._state_rows(obj, now)
         return format_html('<table class="pgjobs-kv">{}</table>', format_html_join(
             "", "<tr><th>{}</th><td>{}</td></tr>", rows))
+
+    def _state_rows(self, obj: Job, now: Any) -> list[tuple[str, str]]:
+        """What the status alone does not say: a cancel request a running job has not yet
+        acted on, or why a pending job waits (waits.py)."""
+        if obj.status == JobStatus.RUNNING and obj.cancel_requested:
+            return [("state", "cancel requested: it stops when its handler checks "
+                              "job.cancel_requested")]
+        if obj.status == JobStatus.PENDING:
+            wait = waits.reason(obj, waits.queue_states([obj.queue]).get(obj.queue), now)
+            return [("waiting", wait)] if wait else []
+        return []
 
     @admin.display(description="Config (secrets redacted)")
     def config_pretty(self, obj: Job) -> SafeString:
@@ -471,6 +495,12 @@ class JobAdmin(admin.ModelAdmin):
     def timeline(self, obj: Job) -> SafeString:
         return admin_detail.timeline(obj)
 
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The page's jobs, each told why it waits (one query for all their queues)."""
+        cl = super().get_changelist_instance(request)
+        waits.annotate(list(cl.result_list))
+        return cl
+
     def changelist_view(self, request: HttpRequest,
                         extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra = dict(extra_context or {})
@@ -496,10 +526,12 @@ class JobAdmin(admin.ModelAdmin):
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra = dict(extra_context or {})
-        job = Job.objects.filter(pk=object_id).only("status", "run_after").first() if str(
-            object_id).isdigit() else None
+        job = Job.objects.filter(pk=object_id).only(
+            "status", "run_after", "cancel_requested").first() if str(object_id).isdigit() else None
         if job is not None:
             extra["pgjobs_actions"] = self._detail_actions(request, job)
+            extra["pgjobs_refresh"] = RUNNING_PAGE_REFRESH if job.status == JobStatus.RUNNING \
+                else 0
             extra["pgjobs_changelist_url"] = reverse("admin:django_pgjobs_job_changelist")
         return super().change_view(request, object_id, form_url, extra)
 
@@ -508,7 +540,8 @@ class JobAdmin(admin.ModelAdmin):
         applies = {
             "retry_jobs": job.status in ("FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"),
             "run_jobs_now": job.status == JobStatus.PENDING and job.run_after > timezone.now(),
-            "cancel_jobs": job.status in (JobStatus.PENDING, JobStatus.RUNNING),
+            "cancel_jobs": job.status == JobStatus.PENDING or (
+                job.status == JobStatus.RUNNING and not job.cancel_requested),
             "duplicate_jobs": True,
             "delete_finished_jobs": job.status in TERMINAL_STATUSES,
         }
@@ -566,8 +599,12 @@ class JobAdmin(admin.ModelAdmin):
             return None
         done = operations.run_now(ids)
         admin_audit.record(request, "run_now", done)
+        why = waits.held_text([i for i in ids if i not in set(done)])
+        still = waits.held_text(done)
         return self._report(request, "Run now", ids, done,
-                            "only pending jobs due later can be made due now")
+                            "only pending jobs due later can be made due now"
+                            + (f"; the due ones wait because: {why}" if why else ""),
+                            f" (due now, but still held: {still})" if still else "")
 
     @admin.action(permissions=["cancel"], description="Cancel (pending; running: request)")
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
@@ -575,7 +612,8 @@ class JobAdmin(admin.ModelAdmin):
         if ids is None:
             return None
         cancelled, requested = operations.cancel(ids)
-        admin_audit.record(request, "cancel", [*cancelled, *requested])
+        admin_audit.record(request, "cancel", cancelled)
+        admin_audit.record(request, "cancel_requested", requested)
         extra = (f" ({len(cancelled)} cancelled, {len(requested)} running: cancel requested, "
                  "the handler sees job.cancel_requested)") if requested else ""
         return self._report(request, "Cancel", ids, [*cancelled, *requested],

@@ -20,7 +20,8 @@ from .models import Job
 ACTIONS = {
     "retry": (CHANGE, "Retried (pending again, due now)", "manual_retry"),
     "run_now": (CHANGE, "Made due now", "run_now"),
-    "cancel": (CHANGE, "Cancelled (or cancel requested if running)", "cancel"),
+    "cancel": (CHANGE, "Cancelled", "cancel"),
+    "cancel_requested": (CHANGE, "Cancel requested while running", "cancel"),
     "duplicate": (CHANGE, "Duplicated as a new job", "duplicated"),
     "delete": (DELETION, "Deleted", ""),
 }

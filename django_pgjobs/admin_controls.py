@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from . import conf, scheduler
 from .admin_format import when
 from .models import Queue, Schedule
+from .oplog import record as log_action
 from .sql import queues, rollups, schedules
 
 _specs_cache: list[Any] = [None, -1, {}]  # [settings dict, decorator count, specs by name]
@@ -96,12 +97,15 @@ class ScheduleAdmin(admin.ModelAdmin):
                   permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         n = schedules.set_enabled(_names(queryset), True)
+        log_action(request.user.pk, Schedule, _names(queryset), "Enabled (fires from its "
+                     "next tick)")
         self.message_user(request, f"{n} schedule(s) enabled: they fire from their next tick; "
                           "ticks missed while disabled do not fire.", messages.SUCCESS)
 
     @admin.action(description="Disable selected schedules", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         n = schedules.set_enabled(_names(queryset), False)
+        log_action(request.user.pk, Schedule, _names(queryset), "Disabled")
         self.message_user(request, f"{n} schedule(s) disabled.", messages.SUCCESS)
 
     @admin.action(description="Run selected schedules now (once)", permissions=["change"])
@@ -114,6 +118,8 @@ class ScheduleAdmin(admin.ModelAdmin):
                               messages.WARNING)
         if names:
             n = schedules.request_run_now(names)
+            log_action(request.user.pk, Schedule, names,
+                         "Run now requested (fires once at the next scheduler pass)")
             self.message_user(
                 request, f"{n} schedule(s) will fire once at the next scheduler pass (within "
                 f"{conf.get('SCHEDULER_INTERVAL'):g} s of a running worker).", messages.SUCCESS)
@@ -154,12 +160,14 @@ class QueueAdmin(admin.ModelAdmin):
     def pause(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         for name in _names(queryset):
             queues.set_queue_paused(name, True)
+        log_action(request.user.pk, Queue, _names(queryset), "Paused (running jobs finish)")
         self.message_user(request, f"paused: {', '.join(_names(queryset))}", messages.SUCCESS)
 
     @admin.action(description="Resume selected queues", permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         for name in _names(queryset):
             queues.set_queue_paused(name, False)
+        log_action(request.user.pk, Queue, _names(queryset), "Resumed")
         self.message_user(request, f"resumed: {', '.join(_names(queryset))}", messages.SUCCESS)
 
 

@@ -10,7 +10,16 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from .admin_format import as_datetime, error_summary, human_ms, redact, span, when
+from .admin_format import (
+    as_datetime,
+    error_summary,
+    human_ms,
+    progress_bar,
+    progress_numbers,
+    redact,
+    span,
+    when,
+)
 from .models import Job
 from .status import JobStatus
 
@@ -178,3 +187,22 @@ def _cell(v: Any) -> str:
     if v is None:
         return "–"
     return v if isinstance(v, str) else str(v)
+
+
+
+def progress_cell(job: Job, now: datetime | None = None) -> SafeString | str:
+    """The job page's progress: the bar (percent, ETA) when there is a total, and the report in
+    words beside it, as the bar's tooltip is no use on a touch screen:
+    '196 / 900 · resizing · reported 3 s ago', '69 done (no total given)'; "–" without one."""
+    n = progress_numbers(job, now)
+    if n is None:
+        return "–"
+    now = now or timezone.now()
+    parts = [f"{n['done']:g} / {n['total']:g}" if n["total"] is not None
+             else f"{n['done']:g} done (no total given)"]
+    if n["note"]:
+        parts.append(str(n["note"]))
+    if n["at"] is not None:
+        parts.append(f"reported {span((now - n['at']).total_seconds())} ago")
+    bar = progress_bar(job, now) if n["total"] is not None else ""
+    return format_html('{} <span class="pgjobs-progress-told">{}</span>', bar, " · ".join(parts))

@@ -24,6 +24,9 @@ UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 DEFAULT_HOURS = 3
 MAX_HOURS = 48
 DEFAULT_REFRESH = 15
+# Where the docs say which modules a worker imports (the autodiscovery rule).
+REGISTERING_DOC = ("https://github.com/django-pgjobs/django-pgjobs/blob/main/docs/tasks.md"
+                   "#registering-tasks")
 
 
 def clamp_hours(value: Any) -> int:
@@ -46,7 +49,8 @@ def clamp_refresh(value: Any) -> int:
 def build(hours: int = DEFAULT_HOURS, using: str | None = None,
           now: datetime | None = None, types: Sequence[str] = ()) -> dict[str, Any]:
     """Every panel over the same window of ``hours``; ``types``: job types in the table (the
-    admin's index scan), checked against the registry for jobs no worker can run."""
+    admin's index scan), checked against the types a worker registers at start (those this
+    process registered only later, e.g. by importing a view, no worker knows)."""
     now = now or datetime.now(UTC)
     since = now - timedelta(hours=hours)
     minutes = rollups.minute_series(since, now + timedelta(minutes=1), using)
@@ -61,8 +65,7 @@ def build(hours: int = DEFAULT_HOURS, using: str | None = None,
                              if t["failed"] or t["retried"]],
         "workers": [_iso(w) for w in stats.workers(using)],
         "running": [_running(r) for r in dashboard_queries.running_jobs(using)],
-        "unknown_types": dashboard_queries.unknown_types(types, registry.registered_types(),
-                                                         using),
+        "unknown_types": dashboard_queries.unknown_types(types, registry.setup_types(), using),
         "series": {
             "minutes": [m.isoformat() for m, *_ in minutes],
             "completed": [c for _, c, _, _ in minutes],
@@ -165,8 +168,14 @@ def rows_for(data: dict[str, Any]) -> dict[str, Any]:
                   started_at=datetime.fromisoformat(r["started_at"]) if r["started_at"] else None)
         running.append({**r, "bar": progress_bar(job), "elapsed": secs(r["elapsed_s"]),
                         "url": reverse("admin:django_pgjobs_job_change", args=[r["id"]])})
+    here = set(registry.registered_types())
     return {
         "generated": when(data["generated_at"]),
+        "unknown": [{**u, "known_here": u["type"] in here} for u in data["unknown_types"]],
+        "unknown_count": sum(u["pending"] for u in data["unknown_types"]),
+        "unknown_capped": any(u["capped"] for u in data["unknown_types"]),
+        "unknown_names": ", ".join(u["type"] for u in data["unknown_types"]),
+        "registering_doc": REGISTERING_DOC,
         "queues": queues,
         "running": running,
         "workers": [{**w, "queue_names": ", ".join(queue_list(w["queues"])),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
@@ -50,6 +51,7 @@ class HandlerSpec:
 
 
 _registry: dict[str, HandlerSpec] = {}
+_late: set[str] = set()  # first registered after Django's setup: a worker may not import them
 
 
 def register(spec: HandlerSpec) -> HandlerSpec:
@@ -66,6 +68,8 @@ def register(spec: HandlerSpec) -> HandlerSpec:
                 f"{existing.func.__module__}.{existing.func.__qualname__} and "
                 f"{spec.func.__module__}.{spec.func.__qualname__}"
             )
+    if spec.type not in _registry and apps.ready:
+        _late.add(spec.type)
     _registry[spec.type] = spec
     return spec
 
@@ -129,9 +133,16 @@ def registered_types() -> list[str]:
     return list(_registry)
 
 
+def setup_types() -> list[str]:
+    """Types registered while Django set up (models, AppConfig.ready, autodiscovery): those a
+    runjobs process with the same settings registers too."""
+    return [t for t in _registry if t not in _late]
+
+
 def unregister(job_type: str) -> None:
     """Remove a type (for tests)."""
     _registry.pop(job_type, None)
+    _late.discard(job_type)
 
 
 def autodiscover() -> None:

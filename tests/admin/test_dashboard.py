@@ -123,3 +123,32 @@ def test_an_unhealthy_queue_is_named_on_the_dashboard(admin_client):
     html = admin_client.get(URL).content.decode()
     assert 'id="pgjobs-health"' in html and "1 RUNNING jobs have a lease expired" in html
     assert admin_client.get(URL + "json/").json()["health"]["healthy"] is False
+
+
+def test_dashboard_page_carries_the_stale_banner_and_the_login_url(admin_client):
+    html = admin_client.get(URL + "?refresh=15").content.decode()
+    assert '<div id="pgjobs-stale" class="pgjobs-stale" role="alert" hidden></div>' in html
+    assert 'data-login-url="/admin/login/"' in html and 'id="pgjobs-updated"' in html
+
+
+def test_dashboard_counts_jobs_of_types_no_worker_knows_and_links_the_rule(admin_client):
+    """Issue 26.3: a handler this process registered only after start-up (as a view's import
+    does) is one no worker imports: its pending jobs are named, beside types nobody registers."""
+    from django_pgjobs import registry
+    from django_pgjobs.registry import HandlerSpec
+
+    registry.register(HandlerSpec(type="views.only", func=lambda job: None))
+    try:
+        for t in ("views.only", "views.only", "nobody.has.this", "test.behave"):
+            make_job(type=t)
+        response = admin_client.get(URL)
+    finally:
+        registry.unregister("views.only")
+    html = response.content.decode()
+    assert ">3 jobs of a type no worker knows: nobody.has.this, views.only</h2>" in html
+    assert "registered here only after start-up" in html and "no handler registered" in html
+    assert 'href="https://github.com/django-pgjobs/django-pgjobs/blob/main/docs/tasks.md' \
+           '#registering-tasks"' in html
+    assert [u["type"] for u in response.context["data"]["unknown_types"]] == [
+        "nobody.has.this", "views.only"]
+    assert "test.behave" in registry.setup_types()

@@ -6,7 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ... import oplog
 from ...exceptions import InvalidJobOption
+from ...models import Queue
 from ...sql import queues
 from ...validation import check_queue
 from ..arguments import add_database_flag
@@ -49,10 +51,16 @@ class Command(BaseCommand):
         except InvalidJobOption as exc:
             raise CommandError(str(exc)) from None
         if action == "limit":
-            info = queues.set_queue_limit(name, _limit(opts["limit"]), using)
+            limit = _limit(opts["limit"])
+            info = queues.set_queue_limit(name, limit, using)
+            done = "Limit removed" if limit is None else f"Limit set to {limit}"
         else:
             info = queues.set_queue_paused(name, action == "pause", using)
+            done = "Paused (running jobs finish)" if action == "pause" else "Resumed"
         self.stdout.write(f"queue {info.name}: {_describe(info)}")
+        missing = oplog.record_command(Queue, [info.name], done, "pgjobs_queue")
+        if missing:
+            self.stderr.write(f"not recorded in the admin's history: {missing}")
 
     def _list(self, using: str | None) -> None:
         rows = queues.queue_overview(using)
