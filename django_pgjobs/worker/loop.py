@@ -453,12 +453,7 @@ class Worker:
         if left > 0:
             self._db_backoff = min(self._db_backoff, left)
             return False
-        logger.error(
-            "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
-            "left (runjobs --burst --give-up-after %g)", now - self._db_down_since,
-            exc.__class__.__name__, " ".join(str(exc).split())[:300],
-            self.options.give_up_after, extra={"action": "worker.gave_up"},
-        )
+        log_gave_up(now - self._db_down_since, exc, self.options.give_up_after)
         self.exit_code = EXIT_DATABASE_UNREACHABLE
         self.stop()
         return True
@@ -551,3 +546,12 @@ class Worker:
             db.tag_session(connection, self._app_name(role))
         except DatabaseError:  # pragma: no cover - tagging is best effort
             pass
+
+
+def log_gave_up(down_for: float, exc: BaseException, give_up_after: float) -> None:
+    """The verdict of a burst worker that gives up on the database (exit code 4)."""
+    logger.error(
+        "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
+        "left (runjobs --burst --give-up-after %g)", down_for, exc.__class__.__name__,
+        " ".join(str(exc).split())[:300], give_up_after, extra={"action": "worker.gave_up"},
+    )

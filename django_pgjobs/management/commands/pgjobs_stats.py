@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from ... import db, stats
 from ...exceptions import NotMigrated
 from ..arguments import add_database_flag
+from ..base import PgjobsCommand
 
 
-class Command(BaseCommand):
+class Command(PgjobsCommand):
     help = ("Show per-queue depth, oldest due age, running and failed jobs, and p50/p95 "
             "duration per job type over 24 h.")
 
