@@ -78,6 +78,7 @@ class Worker:
         self.progress = ProgressWriter(o.using, self.wake)
         self._stopping = threading.Event()
         self._signals_seen = 0
+        self._stop_error_logged = False  # _log_stopping_error
         self._threads: list[threading.Thread] = []
         self._listener: Listener | None = None
         self._health: health.HealthServer | None = None
@@ -288,6 +289,8 @@ class Worker:
     def _drain(self, deadline: float) -> None:
         """Until ``deadline``, write what ends and keep the leases of what still runs."""
         while len(self.slots) and time.monotonic() < deadline:
+            if self.exit_code == EXIT_DATABASE_UNREACHABLE and not self.slots.held():
+                return  # gave up on the database: only a running handler is worth waiting for
             self._guarded(self._write_finished)
             self._guarded(lambda: self.leases.beat_if_due(time.monotonic()))
             self._guarded(lambda: self.progress.write_if_due(time.monotonic()))
@@ -425,16 +428,25 @@ class Worker:
         if self._db_down_since is None:
             self._db_down_since = time.monotonic()
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), DB_BACKOFF_MAX)
-        if not (self.options.burst and not self._stopping.is_set() and self._give_up(exc)):
-            logger.error(
-                "database error in the worker loop (%s: %s); retrying in %.2fs",
-                exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
-                extra={"action": "worker.db_error"},
-            )
+        if self._stopping.is_set():  # the shutdown's steps say what they do about it
+            self._log_stopping_error(exc)
+        elif not (self.options.burst and self._give_up(exc)):
+            log_db_error(exc, self._db_backoff)
         try:
             connections[self.using].close()
         except Exception:  # noqa: BLE001,S110
             pass
+
+    def _log_stopping_error(self, exc: BaseException) -> None:
+        """Once per shutdown: what a stopping worker could not write. No retry is announced:
+        after a burst worker's verdict (gave up) it tries each step once only."""
+        if self._stop_error_logged:
+            return
+        self._stop_error_logged = True
+        logger.warning("database error while stopping (%s: %s): anything this worker still held "
+                       "is rescued by the reaper when its lease expires",
+                       exc.__class__.__name__, _one_line(exc, 300),
+                       extra={"action": "worker.stop_db_error"})
 
     def _on_db_back(self) -> None:
         logger.warning("database reachable again after %.1fs",
@@ -480,6 +492,8 @@ class Worker:
             self._on_step_error(exc)
 
     def _with_db_retry(self, fn: Any, attempts: int) -> None:
+        if self.exit_code == EXIT_DATABASE_UNREACHABLE:  # gave up on it: one attempt
+            attempts = 1
         for i in range(attempts):
             try:
                 fn()
@@ -553,5 +567,15 @@ def log_gave_up(down_for: float, exc: BaseException, give_up_after: float) -> No
     logger.error(
         "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
         "left (runjobs --burst --give-up-after %g)", down_for, exc.__class__.__name__,
-        " ".join(str(exc).split())[:300], give_up_after, extra={"action": "worker.gave_up"},
+        _one_line(exc, 300), give_up_after, extra={"action": "worker.gave_up"},
     )
+
+
+def log_db_error(exc: BaseException, retry_in: float) -> None:
+    logger.error("database error in the worker loop (%s: %s); retrying in %.2fs",
+                 exc.__class__.__name__, _one_line(exc, 500), retry_in,
+                 extra={"action": "worker.db_error"})
+
+
+def _one_line(exc: BaseException, limit: int) -> str:
+    return " ".join(str(exc).split())[:limit]

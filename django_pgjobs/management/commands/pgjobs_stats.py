@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 from django.core.management.base import CommandError
+from django.db import InterfaceError, OperationalError
 
-from ... import db, stats
+from ... import conf, db, stats
 from ...exceptions import NotMigrated
 from ..arguments import add_database_flag
 from ..base import PgjobsCommand
@@ -27,6 +29,8 @@ class Command(PgjobsCommand):
                 data = stats.snapshot(opts["database"])
         except NotMigrated as exc:
             raise CommandError(str(exc)) from None
+        except (OperationalError, InterfaceError) as exc:  # as pgjobs_health says it
+            self._unreachable(opts["database"] or conf.get("DATABASE"), exc, opts["json"])
         if opts["json"]:
             self.stdout.write(json.dumps(data, indent=2, default=str))
             return
@@ -45,6 +49,15 @@ class Command(PgjobsCommand):
             "Workers", ["worker", "queues", "threads", "jobs done", "heartbeat age (s)"],
             [[w["worker_id"], ",".join(w["queues"]), w["concurrency"], w["jobs_done"],
               w["heartbeat_age_s"]] for w in data["workers"]]))
+
+    def _unreachable(self, alias: str, exc: Exception, as_json: bool) -> NoReturn:
+        message = (f"cannot reach database {alias!r}: {exc.__class__.__name__}: "
+                   f"{' '.join(str(exc).split())[:500]}")
+        if as_json:
+            self.stdout.write(json.dumps({"error": message}))
+        else:
+            self.stderr.write(f"ERROR: {message}")
+        sys.exit(1)
 
 
 def _ms(v: float | None) -> str:

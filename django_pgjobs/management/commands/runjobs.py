@@ -16,7 +16,12 @@ from ...exceptions import InvalidJobOption, NotMigrated
 from ...sql import queues
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
-from ...worker.loop import DB_BACKOFF_MAX, EXIT_DATABASE_UNREACHABLE, log_gave_up
+from ...worker.loop import (
+    DB_BACKOFF_MAX,
+    EXIT_DATABASE_UNREACHABLE,
+    log_db_error,
+    log_gave_up,
+)
 from ..arguments import (
     add_database_flag,
     add_setting_flags,
@@ -142,6 +147,7 @@ class Command(PgjobsCommand):
                     log_gave_up(now - down_since, exc, options.give_up_after)
                     return False
                 delay = min(max(delay * 2, 0.25), DB_BACKOFF_MAX, left)
+                log_db_error(exc, delay)
                 time.sleep(delay)
             except NotMigrated as exc:
                 raise CommandError(str(exc)) from None
