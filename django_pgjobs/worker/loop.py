@@ -35,7 +35,7 @@ from django.db.backends.signals import connection_created
 
 from .. import conf, db, health, netsafety, queries, registry, rollup, signals
 from ..sql import workers
-from . import executor, maintenance, pooler
+from . import executor, last_release, maintenance, pooler
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
@@ -525,10 +525,12 @@ class Worker:
             )
             self.stop()
             return
-        logger.error(
-            "received %s again: exiting now; running jobs will be rescued when their lease "
-            "expires", signal.Signals(signum).name, extra={"action": "worker.killed"},
-        )
+        name = signal.Signals(signum).name
+        logger.error("received %s again: releasing the jobs this worker holds, then exiting",
+                     name, extra={"action": "worker.killed"})
+        last_release.release_held(self.slots, self.using,
+                                  reason=f"interrupted: worker {self.worker_id} received {name} "
+                                  "twice")
         os._exit(128 + signum)
 
     def _log_started(self) -> None:
