@@ -45,6 +45,7 @@ from .producer import Producer
 from .progress import ProgressWriter
 from .services import ServiceRunner
 from .slots import InFlight, Slots
+from .unknown_types import BurstReport
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -86,6 +87,8 @@ class Worker:
         self._db_down_since: float | None = None  # monotonic: first failure of the outage
         self._pause = 0.0  # after an unexpected error
         self._statistics_checked = False
+        # A burst worker names unknown due types itself (a long-lived one: its services).
+        self._unknown = BurstReport(o.using) if o.burst and not o.inline else None
         self._claimed_last = False  # the last claim found jobs (the doorbell waits: NAP)
         # A finished run wakes the loop, which then waits up to BATCH_WINDOW for the other
         # running jobs to end too (or this many), so that one round trip records them all.
@@ -111,6 +114,7 @@ class Worker:
             while not self._stopping.is_set():
                 self.run_once()
                 if self._done():
+                    self._report_unknown_left()
                     break
                 self._wait()
         finally:
@@ -135,6 +139,8 @@ class Worker:
                 self.producer.release_held()
             claimed = self.cycle()
             self._claimed_last = claimed > 0
+            if self._unknown is not None and not self._unknown.first_done:
+                self._unknown.after_first_claim()
             if self._db_down_since is not None:
                 self._on_db_back()
             return claimed
@@ -322,6 +328,10 @@ class Worker:
                 ", ".join(f"{i.job.type}#{i.job.id}" for i in stuck),
                 extra={"action": "worker.released_running"},
             )
+
+    def _report_unknown_left(self) -> None:
+        if self._unknown is not None and not self.exit_code:
+            self._unknown.at_end()
 
     # --- waiting ------------------------------------------------------------------------------
 
