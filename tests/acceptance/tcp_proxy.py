@@ -17,6 +17,7 @@ class TcpProxy:
         self._links: list[socket.socket] = []
         self._lock = threading.Lock()
         self.stopped = False
+        self.frozen = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     @classmethod
@@ -46,6 +47,11 @@ class TcpProxy:
                 pass
             sock.close()
 
+    def freeze(self) -> None:
+        """The database goes silent: links stay open, nothing more passes either way, new
+        connections are accepted and never answered (a hung server, a half-open link)."""
+        self.frozen = True
+
     def _accept(self) -> None:
         while True:
             try:
@@ -55,20 +61,28 @@ class TcpProxy:
             if self.stopped:
                 client.close()
                 return
+            if self.frozen:
+                with self._lock:
+                    self._links.append(client)
+                continue
             upstream = socket.create_connection(self.target)
             with self._lock:
                 self._links += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                if not self.frozen:
+                    dst.sendall(data)
+        except OSError:
+            pass
+        _shut(src, dst)
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except OSError:
-        pass
-    for sock in (src, dst):
+def _shut(*socks: socket.socket) -> None:
+    for sock in socks:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:

@@ -119,16 +119,17 @@ def test_second_signal_releases_the_running_job_and_exits_at_once(start_worker, 
     invariants.check(drained=False)
 
 
-def test_second_signal_exits_promptly_with_the_database_unreachable(start_worker):
-    """Where the release cannot reach the database the worker exits anyway, within ~2 s; the
-    job waits for the reaper (its lease)."""
+@pytest.mark.parametrize("fault", ["stop", "freeze"], ids=["refused", "silent"])
+def test_second_signal_exits_promptly_with_the_database_unreachable(start_worker, fault):
+    """Where the release cannot reach the database (refused, or never answering) the worker
+    exits anyway, within ~2 s; the job waits for the reaper (its lease)."""
     proxy = TcpProxy.to_test_database()
     try:
         job = enqueue("test.behave", {"do": "sleep", "seconds": 30})
         w = start_worker("--concurrency", "1", "--shutdown-timeout", "60",
                          env={"DATABASE_URL": proxy.url()})
         eventually(lambda: Execution.objects.filter(job_id=job.id).exists())
-        proxy.stop()
+        getattr(proxy, fault)()
         w.signal(signal.SIGTERM)
         eventually(lambda: "send it again" in w.output(), message="the first signal handled")
         sent = time.monotonic()

@@ -59,3 +59,9 @@ def test_health_reports_a_silent_database_unhealthy(silent_url, as_json):
         assert '"healthy": false' in done.stdout and "connection timeout expired" in done.stdout
     else:
         assert "UNHEALTHY: cannot reach database 'default'" in done.stderr, done.stderr
+
+
+def test_stats_reports_a_silent_database_in_one_line(silent_url):
+    done = run_bounded("pgjobs_stats", url=silent_url)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.startswith("ERROR: cannot reach database 'default'"), done.stderr[-3000:]
