@@ -145,6 +145,12 @@ def unregister(job_type: str) -> None:
     _late.discard(job_type)
 
 
+# Said wherever a job waits for a type this process does not know.
+REGISTER_HINT = ("A worker knows the @handler and @task functions of the modules it imports at "
+                 "startup: PGJOBS['AUTODISCOVER_MODULES'] (jobs.py, tasks.py) of each installed "
+                 "app, and what they import; see docs/tasks.md, 'Registering tasks'")
+
+
 def autodiscover() -> None:
     for module in conf.get("AUTODISCOVER_MODULES"):
         autodiscover_modules(module)

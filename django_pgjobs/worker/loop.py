@@ -35,7 +35,7 @@ from django.db.backends.signals import connection_created
 
 from .. import conf, db, health, netsafety, queries, registry, rollup, signals
 from ..sql import workers
-from . import executor, maintenance, pooler
+from . import executor, last_release, maintenance, pooler
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
@@ -45,6 +45,7 @@ from .producer import Producer
 from .progress import ProgressWriter
 from .services import ServiceRunner
 from .slots import InFlight, Slots
+from .unknown_types import BurstReport
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -78,6 +79,7 @@ class Worker:
         self.progress = ProgressWriter(o.using, self.wake)
         self._stopping = threading.Event()
         self._signals_seen = 0
+        self._stop_error_logged = False  # _log_stopping_error
         self._threads: list[threading.Thread] = []
         self._listener: Listener | None = None
         self._health: health.HealthServer | None = None
@@ -85,6 +87,8 @@ class Worker:
         self._db_down_since: float | None = None  # monotonic: first failure of the outage
         self._pause = 0.0  # after an unexpected error
         self._statistics_checked = False
+        # A burst worker names unknown due types itself (a long-lived one: its services).
+        self._unknown = BurstReport(o.using) if o.burst and not o.inline else None
         self._claimed_last = False  # the last claim found jobs (the doorbell waits: NAP)
         # A finished run wakes the loop, which then waits up to BATCH_WINDOW for the other
         # running jobs to end too (or this many), so that one round trip records them all.
@@ -110,6 +114,7 @@ class Worker:
             while not self._stopping.is_set():
                 self.run_once()
                 if self._done():
+                    self._report_unknown_left()
                     break
                 self._wait()
         finally:
@@ -134,6 +139,8 @@ class Worker:
                 self.producer.release_held()
             claimed = self.cycle()
             self._claimed_last = claimed > 0
+            if self._unknown is not None and not self._unknown.first_done:
+                self._unknown.after_first_claim()
             if self._db_down_since is not None:
                 self._on_db_back()
             return claimed
@@ -288,6 +295,8 @@ class Worker:
     def _drain(self, deadline: float) -> None:
         """Until ``deadline``, write what ends and keep the leases of what still runs."""
         while len(self.slots) and time.monotonic() < deadline:
+            if self.exit_code == EXIT_DATABASE_UNREACHABLE and not self.slots.held():
+                return  # gave up on the database: only a running handler is worth waiting for
             self._guarded(self._write_finished)
             self._guarded(lambda: self.leases.beat_if_due(time.monotonic()))
             self._guarded(lambda: self.progress.write_if_due(time.monotonic()))
@@ -319,6 +328,10 @@ class Worker:
                 ", ".join(f"{i.job.type}#{i.job.id}" for i in stuck),
                 extra={"action": "worker.released_running"},
             )
+
+    def _report_unknown_left(self) -> None:
+        if self._unknown is not None and not self.exit_code:
+            self._unknown.at_end()
 
     # --- waiting ------------------------------------------------------------------------------
 
@@ -425,16 +438,25 @@ class Worker:
         if self._db_down_since is None:
             self._db_down_since = time.monotonic()
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), DB_BACKOFF_MAX)
-        if not (self.options.burst and not self._stopping.is_set() and self._give_up(exc)):
-            logger.error(
-                "database error in the worker loop (%s: %s); retrying in %.2fs",
-                exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
-                extra={"action": "worker.db_error"},
-            )
+        if self._stopping.is_set():  # the shutdown's steps say what they do about it
+            self._log_stopping_error(exc)
+        elif not (self.options.burst and self._give_up(exc)):
+            log_db_error(exc, self._db_backoff)
         try:
             connections[self.using].close()
         except Exception:  # noqa: BLE001,S110
             pass
+
+    def _log_stopping_error(self, exc: BaseException) -> None:
+        """Once per shutdown: what a stopping worker could not write. No retry is announced:
+        after a burst worker's verdict (gave up) it tries each step once only."""
+        if self._stop_error_logged:
+            return
+        self._stop_error_logged = True
+        logger.warning("database error while stopping (%s: %s): anything this worker still held "
+                       "is rescued by the reaper when its lease expires",
+                       exc.__class__.__name__, _one_line(exc, 300),
+                       extra={"action": "worker.stop_db_error"})
 
     def _on_db_back(self) -> None:
         logger.warning("database reachable again after %.1fs",
@@ -453,12 +475,7 @@ class Worker:
         if left > 0:
             self._db_backoff = min(self._db_backoff, left)
             return False
-        logger.error(
-            "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
-            "left (runjobs --burst --give-up-after %g)", now - self._db_down_since,
-            exc.__class__.__name__, " ".join(str(exc).split())[:300],
-            self.options.give_up_after, extra={"action": "worker.gave_up"},
-        )
+        log_gave_up(now - self._db_down_since, exc, self.options.give_up_after)
         self.exit_code = EXIT_DATABASE_UNREACHABLE
         self.stop()
         return True
@@ -485,6 +502,8 @@ class Worker:
             self._on_step_error(exc)
 
     def _with_db_retry(self, fn: Any, attempts: int) -> None:
+        if self.exit_code == EXIT_DATABASE_UNREACHABLE:  # gave up on it: one attempt
+            attempts = 1
         for i in range(attempts):
             try:
                 fn()
@@ -516,10 +535,12 @@ class Worker:
             )
             self.stop()
             return
-        logger.error(
-            "received %s again: exiting now; running jobs will be rescued when their lease "
-            "expires", signal.Signals(signum).name, extra={"action": "worker.killed"},
-        )
+        name = signal.Signals(signum).name
+        logger.error("received %s again: releasing the jobs this worker holds, then exiting",
+                     name, extra={"action": "worker.killed"})
+        last_release.release_held(self.slots, self.using,
+                                  reason=f"interrupted: worker {self.worker_id} received {name} "
+                                  "twice")
         os._exit(128 + signum)
 
     def _log_started(self) -> None:
@@ -551,3 +572,22 @@ class Worker:
             db.tag_session(connection, self._app_name(role))
         except DatabaseError:  # pragma: no cover - tagging is best effort
             pass
+
+
+def log_gave_up(down_for: float, exc: BaseException, give_up_after: float) -> None:
+    """The verdict of a burst worker that gives up on the database (exit code 4)."""
+    logger.error(
+        "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
+        "left (runjobs --burst --give-up-after %g)", down_for, exc.__class__.__name__,
+        _one_line(exc, 300), give_up_after, extra={"action": "worker.gave_up"},
+    )
+
+
+def log_db_error(exc: BaseException, retry_in: float) -> None:
+    logger.error("database error in the worker loop (%s: %s); retrying in %.2fs",
+                 exc.__class__.__name__, _one_line(exc, 500), retry_in,
+                 extra={"action": "worker.db_error"})
+
+
+def _one_line(exc: BaseException, limit: int) -> str:
+    return " ".join(str(exc).split())[:limit]

@@ -173,8 +173,9 @@ class UnknownTypes(Service):
             self.logged.add(job_type)
             logger.warning(
                 "job.unknown_type %s: %s due jobs of a type no handler of this worker knows; "
-                "they wait for a worker that registers it (deploy its handler, or cancel them)",
-                job_type, due, extra={"action": "job.unknown_type", "job_type": job_type},
+                "they wait for a worker that registers it (deploy its handler, or cancel "
+                "them). %s", job_type, due, registry.REGISTER_HINT,
+                extra={"action": "job.unknown_type", "job_type": job_type},
             )
         return {"types": len(found)}
 

@@ -11,6 +11,8 @@ from django_pgjobs.worker import Worker, WorkerOptions
 from tests.conftest import eventually, sql, sql_one
 from tests.testapp.models import Execution
 
+from .tcp_proxy import TcpProxy
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FAST = ("--lease", "1", "--reap-interval", "0.2", "--poll-interval", "0.2", "-v", "1")
@@ -96,17 +98,48 @@ def test_shutdown_timeout_releases_the_job_with_its_attempt_refunded(start_worke
     invariants.check(drained=False)
 
 
-def test_second_signal_exits_at_once_and_never_records_completion(start_worker, invariants):
+def test_second_signal_releases_the_running_job_and_exits_at_once(start_worker, invariants):
+    """Ctrl-C twice: the job it runs goes back to PENDING at once (attempt refunded, as at the
+    shutdown timeout), not RUNNING until its lease expires; its completion is never recorded."""
     job = enqueue("test.behave", {"do": "sleep", "seconds": 30})
     invariants.track(job.id)
     w = start_worker("--concurrency", "1", "--shutdown-timeout", "60")
     eventually(lambda: Execution.objects.filter(job_id=job.id).exists())
     w.signal(signal.SIGTERM)
-    time.sleep(0.3)
+    eventually(lambda: "send it again" in w.output(), message="the first signal handled")
+    sent = time.monotonic()
     w.signal(signal.SIGTERM)
-    assert w.wait(timeout=10) == 128 + signal.SIGTERM
-    assert status(job) == JobStatus.RUNNING  # the reaper will rescue it once the lease expires
+    assert w.wait(timeout=10) == 128 + signal.SIGTERM, w.output()[-3000:]
+    assert time.monotonic() - sent < 5, w.output()[-3000:]
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (JobStatus.PENDING, 0), w.output()[-3000:]
+    assert job.history[-1]["outcome"] == "released"
+    assert "received SIGTERM twice" in job.history[-1]["error"]
+    assert "released 1 of the 1 jobs this worker held" in w.output()
     invariants.check(drained=False)
+
+
+@pytest.mark.parametrize("fault", ["stop", "freeze"], ids=["refused", "silent"])
+def test_second_signal_exits_promptly_with_the_database_unreachable(start_worker, fault):
+    """Where the release cannot reach the database (refused, or never answering) the worker
+    exits anyway, within ~2 s; the job waits for the reaper (its lease)."""
+    proxy = TcpProxy.to_test_database()
+    try:
+        job = enqueue("test.behave", {"do": "sleep", "seconds": 30})
+        w = start_worker("--concurrency", "1", "--shutdown-timeout", "60",
+                         env={"DATABASE_URL": proxy.url()})
+        eventually(lambda: Execution.objects.filter(job_id=job.id).exists())
+        getattr(proxy, fault)()
+        w.signal(signal.SIGTERM)
+        eventually(lambda: "send it again" in w.output(), message="the first signal handled")
+        sent = time.monotonic()
+        w.signal(signal.SIGTERM)
+        assert w.wait(timeout=10) == 128 + signal.SIGTERM, w.output()[-3000:]
+        assert time.monotonic() - sent < 5, w.output()[-3000:]
+    finally:
+        proxy.stop()
+    assert "could not release" in w.output(), w.output()[-3000:]
+    assert status(job) == JobStatus.RUNNING  # the reaper rescues it once the lease expires
 
 
 def test_unstarted_jobs_are_released_at_once_with_attempts_refunded():

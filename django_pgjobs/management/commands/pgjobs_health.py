@@ -6,16 +6,15 @@ import json
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from ...health_checks import Thresholds, report
 from ...tables import JOB_TABLE
 from ..arguments import add_database_flag, bounded
+from ..base import PgjobsCommand
 
 _number = bounded(float, low=0, high=1e12, what="a number >= 0")
 
 
-class Command(BaseCommand):
+class Command(PgjobsCommand):
     help = ("Check the queue's health: table and index sizes, dead tuples, long transactions, "
             "stale leases, backlog age, unknown job types. Exit status 1 when unhealthy.")
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from ... import retention
 from ..arguments import add_database_flag, bounded
+from ..base import PgjobsCommand
 
 _days = bounded(float, low=0, high=100_000, what="a number of days >= 0")
 _batch = bounded(int, low=1, high=100_000, what="an integer in [1, 100000]")
 
 
-class Command(BaseCommand):
+class Command(PgjobsCommand):
     help = ("Delete finished jobs older than PGJOBS['RETENTION'] (per status), in small batches. "
             "Workers do this every PGJOBS['PRUNE_INTERVAL'] seconds; this runs it now.")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from ... import oplog
 from ...exceptions import InvalidJobOption
@@ -12,6 +12,7 @@ from ...models import Queue
 from ...sql import queues
 from ...validation import check_queue
 from ..arguments import add_database_flag
+from ..base import PgjobsCommand
 
 
 def _limit(value: str) -> int | None:
@@ -26,7 +27,7 @@ def _limit(value: str) -> int | None:
     return n
 
 
-class Command(BaseCommand):
+class Command(PgjobsCommand):
     help = ("Pause, resume or cap a queue across all workers, or list queues. A paused queue is "
             "not claimed (running jobs finish); a limit caps its RUNNING jobs cluster-wide.")
 

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+from django.db import InterfaceError, OperationalError
 
-from ... import db, stats
+from ... import conf, db, stats
 from ...exceptions import NotMigrated
 from ..arguments import add_database_flag
+from ..base import PgjobsCommand
 
 
-class Command(BaseCommand):
+class Command(PgjobsCommand):
     help = ("Show per-queue depth, oldest due age, running and failed jobs, and p50/p95 "
             "duration per job type over 24 h.")
 
@@ -26,6 +29,8 @@ class Command(BaseCommand):
                 data = stats.snapshot(opts["database"])
         except NotMigrated as exc:
             raise CommandError(str(exc)) from None
+        except (OperationalError, InterfaceError) as exc:  # as pgjobs_health says it
+            self._unreachable(opts["database"] or conf.get("DATABASE"), exc, opts["json"])
         if opts["json"]:
             self.stdout.write(json.dumps(data, indent=2, default=str))
             return
@@ -44,6 +49,15 @@ class Command(BaseCommand):
             "Workers", ["worker", "queues", "threads", "jobs done", "heartbeat age (s)"],
             [[w["worker_id"], ",".join(w["queues"]), w["concurrency"], w["jobs_done"],
               w["heartbeat_age_s"]] for w in data["workers"]]))
+
+    def _unreachable(self, alias: str, exc: Exception, as_json: bool) -> NoReturn:
+        message = (f"cannot reach database {alias!r}: {exc.__class__.__name__}: "
+                   f"{' '.join(str(exc).split())[:500]}")
+        if as_json:
+            self.stdout.write(json.dumps({"error": message}))
+        else:
+            self.stderr.write(f"ERROR: {message}")
+        sys.exit(1)
 
 
 def _ms(v: float | None) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import InterfaceError, OperationalError, connections
 
 from ... import conf, db, registry, scheduler
@@ -15,6 +16,12 @@ from ...exceptions import InvalidJobOption, NotMigrated
 from ...sql import queues
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
+from ...worker.loop import (
+    DB_BACKOFF_MAX,
+    EXIT_DATABASE_UNREACHABLE,
+    log_db_error,
+    log_gave_up,
+)
 from ..arguments import (
     add_database_flag,
     add_setting_flags,
@@ -23,6 +30,7 @@ from ..arguments import (
     positive_int,
     setting_flags,
 )
+from ..base import PgjobsCommand
 
 
 def _queues(value: str) -> list[str]:
@@ -69,7 +77,7 @@ def unknown_queues(names: list[str], using: str) -> list[str]:
     return [n for n in unknown if not queues.has_pending(n, using)]
 
 
-class Command(BaseCommand):
+class Command(PgjobsCommand):
     help = "Run a django-pgjobs worker: claim due jobs, run their handlers, record the outcome."
 
     def add_arguments(self, parser: Any) -> None:
@@ -112,19 +120,44 @@ class Command(BaseCommand):
             scheduler=False if opts["no_scheduler"] else None,
             prune=False if opts["no_prune"] else None,
         )
-        try:
-            db.require_tables(options.using)
-            for name in unknown_queues(options.queues or [], options.using):
-                self.stderr.write(
-                    f"WARNING: --queues {name}: no handler, task, schedule, queue control or "
-                    f"pending job names the queue {name!r}; this worker only runs jobs enqueued "
-                    "there explicitly (is it a typo?)", style_func=self.style.WARNING)
-        except (OperationalError, InterfaceError):  # down: the worker waits for it (or gives up)
-            pass
-        except NotMigrated as exc:
-            raise CommandError(str(exc)) from None
-        finally:  # the worker opens its own, tagged with its name (application_name)
-            connections[options.using].close()
+        if not self._reach_database(options):
+            sys.exit(EXIT_DATABASE_UNREACHABLE)
         code = Worker(options).run()
         if code:
             sys.exit(code)
+
+    def _reach_database(self, options: WorkerOptions) -> bool:
+        """Check the tables and the --queues names. With the database unreachable a burst
+        worker tries again until --give-up-after (False: it gave up) before it starts; a
+        long-lived one starts and waits for it in its loop. Each attempt is bounded by
+        netsafety's connect timeout (management/base.py)."""
+        down_since, delay = None, 0.0
+        while True:
+            tried_at = time.monotonic()  # an outage starts with the attempt that failed
+            try:
+                self._check_database(options)
+                return True
+            except (OperationalError, InterfaceError) as exc:
+                if not options.burst:
+                    return True
+                now = time.monotonic()
+                down_since = tried_at if down_since is None else down_since
+                left = down_since + options.give_up_after - now
+                if left <= 0:
+                    log_gave_up(now - down_since, exc, options.give_up_after)
+                    return False
+                delay = min(max(delay * 2, 0.25), DB_BACKOFF_MAX, left)
+                log_db_error(exc, delay)
+                time.sleep(delay)
+            except NotMigrated as exc:
+                raise CommandError(str(exc)) from None
+            finally:  # the worker opens its own, tagged with its name (application_name)
+                connections[options.using].close()
+
+    def _check_database(self, options: WorkerOptions) -> None:
+        db.require_tables(options.using)
+        for name in unknown_queues(options.queues or [], options.using):
+            self.stderr.write(
+                f"WARNING: --queues {name}: no handler, task, schedule, queue control or "
+                f"pending job names the queue {name!r}; this worker only runs jobs enqueued "
+                "there explicitly (is it a typo?)", style_func=self.style.WARNING)
