@@ -11,8 +11,8 @@ from typing import Any
 
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from . import conf
 from .models import Job
@@ -64,6 +64,13 @@ def span(seconds: float) -> str:
 
 def human_ms(ms: float | None) -> str:
     return "–" if ms is None else span(ms / 1000)
+
+
+def took_ms(ms: float | None) -> str:
+    """A run's duration where 0 ms would read as 'nothing ran': under a millisecond '< 1 ms'."""
+    if ms is None:
+        return "–"
+    return "< 1 ms" if ms < 1 else span(ms / 1000)
 
 
 def relative(value: Any, now: datetime | None = None) -> SafeString | str:
@@ -212,10 +219,32 @@ def error_summary(text: str | None) -> tuple[str, str]:
 
 
 def error_line(text: str | None) -> SafeString | str:
-    """'<b>ValueError</b>: first line' of a stored error, the whole first line in the title."""
+    """One line of a stored error for a list: the message first, then the exception's short
+    class name ('… card expired <b>PaymentError</b>'); class and whole first line in the title."""
     cls, line = error_summary(text)
     if not cls and not line:
         return ""
-    return format_html('<span class="pgjobs-err" title="{}{}{}"><b>{}</b>{}{}</span>', cls,
-                       ": " if cls and line else "", line, cls, ": " if cls and line else "",
-                       line[:160])
+    short = cls.rsplit(".", 1)[-1]
+    title = f"{cls}: {line}" if cls and line else (cls or line)
+    if not line:
+        return format_html('<span class="pgjobs-err" title="{}"><b>{}</b></span>', title, short)
+    return format_html('<span class="pgjobs-err" title="{}">{}{}</span>', title, line[:160],
+                       format_html(" <b>{}</b>", short) if short else "")
+
+
+def short_type(name: str, limit: int = 30) -> str:
+    """A job type cut in the middle, never at its end (where 'invoice_pdf' and 'invoice_csv'
+    differ): 'billing.…monthly_invoice_pdf'."""
+    if len(name) <= limit:
+        return name
+    head = name.split(".", 1)[0][:12]
+    tail = name[-(limit - len(head) - 2):]
+    cut = re.search(r"[._]", tail[:-8])  # start the tail at a word when one is near
+    return f"{head}.…{tail[cut.end():] if cut else tail}"
+
+
+def breakable(text: Any) -> SafeString:
+    """An identifier (type, queue, worker id) that may wrap only after . _ : / (a <wbr> there),
+    never inside a word."""
+    parts = re.split(r"(?<=[._:/])", str(text))
+    return format_html_join(mark_safe("<wbr>"), "{}", ((p,) for p in parts if p))

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from django_pgjobs import admin_counts, charts
-from django_pgjobs.admin_format import relative, span, when
+from django_pgjobs.admin_format import breakable, relative, short_type, span, when
 from tests.admin.helpers import make_job
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
@@ -67,3 +67,17 @@ def test_state_tabs_count_exactly_when_cheap_and_estimate_from_statistics(monkey
     monkeypatch.setattr(admin_counts, "SCAN_UP_TO_ROWS", 10)  # a "big" table: no full scan
     tabs = {t.state: t for t in admin_counts.state_tabs()}
     assert tabs["COMPLETED"].estimated and not tabs["FAILED"].estimated
+
+
+def test_long_types_are_cut_in_the_middle_and_identifiers_wrap_only_at_separators():
+    assert short_type("test.echo") == "test.echo"
+    assert short_type("billing.invoices.generate_monthly_invoice_pdf") == \
+        "billing.…monthly_invoice_pdf"
+    assert len(short_type("x" * 80)) <= 30
+    assert str(breakable("vm:44.a_b<c")) == "vm:<wbr>44.<wbr>a_<wbr>b&lt;c"
+
+
+def test_an_instant_run_took_under_a_millisecond_not_zero():
+    from django_pgjobs.admin_format import took_ms
+    assert (took_ms(0), took_ms(0.4), took_ms(12), took_ms(None)) == ("< 1 ms", "< 1 ms",
+                                                                      "12 ms", "–")

@@ -2,8 +2,8 @@
 paused, one limited, long type names, long errors, cron schedules in a time zone, running jobs
 with progress, a job retried by hand), at 1440×900, 1024×768 and 390×844 in light and dark mode.
 Screenshots go to test-artifacts/screenshots/fit/ (PGJOBS_SHOTS_TAG=after: .../after/); the
-checks are checks.js's with the per-page options below: no sideways page scroll, identifiers that never break
-mid-word, important columns not clipped by a scroll box."""
+checks are checks.js's with the per-page options below: no sideways page scroll, identifiers
+that never break mid-word, important columns not clipped by a scroll box."""
 
 from __future__ import annotations
 
