@@ -39,6 +39,7 @@ from django.utils.safestring import SafeString
 
 from . import admin_audit, admin_counts, admin_detail, conf, dashboard, operations, registry
 from .admin_format import (  # noqa: F401 - redact, error_summary: importable from here too
+    breakable,
     derived_status,
     error_line,
     error_summary,
@@ -440,7 +441,8 @@ class JobAdmin(admin.ModelAdmin):
         running = obj.status == JobStatus.RUNNING and obj.started_at
         rows = [
             ("status", status_badge(obj)),
-            ("type", obj.type), ("queue", obj.queue), ("priority", obj.priority),
+            ("type", breakable(obj.type)), ("queue", breakable(obj.queue)),
+            ("priority", obj.priority),
             ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
             ("enqueued", when(obj.created_at)),
             ("due" if obj.status == JobStatus.PENDING else "last due", when(obj.run_after)),
@@ -451,7 +453,7 @@ class JobAdmin(admin.ModelAdmin):
             ("progress", progress_bar(obj, now) or "–"),
             ("tenant", obj.tenant_id or "–"), ("operated by", obj.operated_by or "–"),
             ("trace id", self.trace_col(obj)), ("unique key", obj.unique_key or "–"),
-            ("worker", obj.locked_by or "–"),
+            ("worker", breakable(obj.locked_by) if obj.locked_by else "–"),
             ("lease expires", relative(obj.lease_expires_at, now) if obj.lease_expires_at
              else "–"),
             ("cancel requested", "yes" if obj.cancel_requested else "no"),

@@ -244,7 +244,7 @@ def short_type(name: str, limit: int = 30) -> str:
 
 
 def breakable(text: Any) -> SafeString:
-    """An identifier (type, queue, worker id) that may wrap only after . _ : / (a <wbr> there),
+    """An identifier (type, queue, worker id) that may wrap only after . _ : (a <wbr> there),
     never inside a word."""
-    parts = re.split(r"(?<=[._:/])", str(text))
+    parts = re.split(r"(?<=[._:])", str(text))
     return format_html_join(mark_safe("<wbr>"), "{}", ((p,) for p in parts if p))

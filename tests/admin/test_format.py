@@ -74,7 +74,7 @@ def test_long_types_are_cut_in_the_middle_and_identifiers_wrap_only_at_separator
     assert short_type("billing.invoices.generate_monthly_invoice_pdf") == \
         "billing.…monthly_invoice_pdf"
     assert len(short_type("x" * 80)) <= 30
-    assert str(breakable("vm:44.a_b<c")) == "vm:<wbr>44.<wbr>a_<wbr>b&lt;c"
+    assert str(breakable("vm:44.a_b</c>")) == "vm:<wbr>44.<wbr>a_<wbr>b&lt;/c&gt;"
 
 
 def test_an_instant_run_took_under_a_millisecond_not_zero():

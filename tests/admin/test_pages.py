@@ -164,11 +164,12 @@ def test_dashboard_running_jobs_have_progress_and_workers_list_their_queues(admi
     sql("INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) "
         "VALUES ('w1', 'host', 1, '[\"*\", \"mail\"]', 4)")
     html = page(admin_client, DASHBOARD)
-    running = re.search(r'<table class="pgjobs-table" id="pgjobs-running">.*?</table>', html,
+    running = re.search(r'<table class="pgjobs-table pgjobs-stack" id="pgjobs-running">.*?</table>',
+                        html,
                         re.S)[0]
     assert 'aria-valuenow="25"' in running and "ETA" in running
     workers = re.search(r'id="pgjobs-workers">.*?</table>', html, re.S)[0]
-    assert "<td>*, mail</td>" in workers
+    assert '<td data-label="queues">*, mail</td>' in workers
     running_json = admin_client.get(DASHBOARD + "json/").json()["running"]
     assert running_json[0]["progress"]["total"] == 4
 
@@ -215,3 +216,23 @@ def test_schedule_page_is_read_only_without_save_buttons(admin_client, schedules
     assert "<time datetime=" in html
     listing = page(admin_client, reverse("admin:django_pgjobs_schedule_changelist"))
     assert re.search(r"Jan\. 8, 2030, 0?2:00:00", listing)
+
+
+def test_history_page_writes_times_as_every_other_page(admin_client):
+    """Issue 30.10: Django's History page has its own DATETIME_FORMAT; ours says
+    'Dec. 2, 2026, 17:03:04' like the job page."""
+    from django.contrib.admin.models import CHANGE, LogEntry
+    from django.contrib.auth.models import User
+    from django.contrib.contenttypes.models import ContentType
+
+    from django_pgjobs.admin_format import when
+    from django_pgjobs.models import Job
+
+    job = make_job("FAILED")
+    entry = LogEntry.objects.create(
+        user=User.objects.get(username="admin"), content_type=ContentType.objects.get_for_model(
+            Job), object_id=str(job.pk), object_repr=str(job), action_flag=CHANGE,
+        change_message="Retried")
+    html = page(admin_client, f"/admin/django_pgjobs/job/{job.pk}/history/")
+    assert str(when(entry.action_time)) in html
+    assert "p.m." not in html and "a.m." not in html

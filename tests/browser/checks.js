@@ -15,8 +15,11 @@
     (typeof el.className === "string" && el.className ? "." + el.className.trim().split(/\s+/).join(".") : "");
   const root = document.querySelector("#content") || document.body;
   const page = document.scrollingElement || document.documentElement;
-  if (page.scrollWidth > window.innerWidth + 1)
-    problems.push(`overflow: the page scrolls sideways (${page.scrollWidth} > ${window.innerWidth})`);
+  if (page.scrollWidth > window.innerWidth + 1) {
+    const wide = [...document.body.querySelectorAll("*")].filter((e) => visible(e) && e.getBoundingClientRect().right > window.innerWidth + 1);
+    const deepest = wide.filter((e) => !wide.some((o) => o !== e && e.contains(o))).slice(0, 3).map(name);
+    problems.push(`overflow: the page scrolls sideways (${page.scrollWidth} > ${window.innerWidth}; ${deepest.join(", ")})`);
+  }
   for (const p of layoutProblems()) problems.push(p);
   for (const el of opts.spill === false ? [] : root.querySelectorAll("*")) {
     if (!visible(el) || el.closest("svg") && el.tagName.toLowerCase() !== "svg") continue;
@@ -57,9 +60,10 @@
   }
   function layoutProblems() {
     const out = [];
-    const lines = (el) => { const s = getComputedStyle(el);
-      const h = el.getBoundingClientRect().height - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom);
-      return Math.round(h / (parseFloat(s.lineHeight) || 1.2 * parseFloat(s.fontSize))); };
+    const lines = (el) => { // lines of text inside el (not its box: a table cell is as tall as its row)
+      const r = document.createRange(); r.selectNodeContents(el);
+      const tops = [...r.getClientRects()].filter((b) => b.width > 0 && b.height > 0).map((b) => b.bottom).sort((a, b) => a - b);
+      return tops.filter((t, i) => i === 0 || t - tops[i - 1] > 4).length; };
     // a word of a table cell on two lines: its Range has two boxes on different lines
     for (const cell of root.querySelectorAll("td, th")) {
       if (!visible(cell) || cell.closest("[data-may-break]")) continue;
