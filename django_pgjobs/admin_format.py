@@ -7,7 +7,9 @@ import json
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from datetime import timezone as _timezone
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
@@ -19,6 +21,7 @@ from .models import Job
 from .status import JobStatus
 
 MAX_PRETTY_CHARS = 200_000
+UTC = _timezone.utc  # datetime.UTC is Python >= 3.11
 
 
 def as_datetime(value: Any) -> datetime | None:
@@ -64,6 +67,33 @@ def span(seconds: float) -> str:
 
 def human_ms(ms: float | None) -> str:
     return "–" if ms is None else span(ms / 1000)
+
+
+def in_zone(value: Any, zone: str, now: datetime | None = None) -> SafeString | str:
+    """A time in a schedule's own time zone, named, with how far off it is: 'Dec. 3, 2026,
+    03:00 CET' and under it 'in 18 h'; the instant in ISO 8601 (UTC) in the title."""
+    dt = as_datetime(value)
+    if dt is None:
+        return "–"
+    try:
+        local = dt.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = dt.astimezone(UTC)
+    delta = (dt - (now or timezone.now())).total_seconds()
+    off = "now" if abs(delta) < 0.5 else (f"in {span(delta)}" if delta > 0 else
+                                          f"{span(delta)} ago")
+    text = f"{formats.date_format(local, 'DATE_FORMAT')}, {local:%H:%M} {local.tzname()}"
+    return format_html('<time datetime="{}" title="{}">{}</time><span class="pgjobs-sub">{}'
+                       "</span>", dt.isoformat(), dt.astimezone(UTC).isoformat(), text, off)
+
+
+def cron_line(cron: str, zone: str, catch_up: str) -> SafeString:
+    """'0 3 * * *' on one line, its time zone under it, and the catch-up policy when it is not
+    the default ('latest'); all of it in the title."""
+    title = f"{cron} ({zone}, catch up: {catch_up})"
+    extra = format_html(" · catch up: {}", catch_up) if catch_up != "latest" else ""
+    return format_html('<span title="{}"><code class="pgjobs-cron">{}</code><span class='
+                       '"pgjobs-sub">{}{}</span></span>', title, cron, zone, extra)
 
 
 def took_ms(ms: float | None) -> str:

@@ -81,3 +81,15 @@ def test_an_instant_run_took_under_a_millisecond_not_zero():
     from django_pgjobs.admin_format import took_ms
     assert (took_ms(0), took_ms(0.4), took_ms(12), took_ms(None)) == ("< 1 ms", "< 1 ms",
                                                                       "12 ms", "–")
+
+
+def test_a_schedules_next_run_is_in_its_own_zone_named_and_relative():
+    from django_pgjobs.admin_format import cron_line, in_zone
+    html = str(in_zone(datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "Europe/Paris",
+                       now=datetime(2026, 12, 1, 8, 0, tzinfo=UTC)))
+    assert ">Dec. 2, 2026, 03:00 CET</time>" in html and ">in 18 h</span>" in html
+    assert 'title="2026-12-02T02:00:00+00:00"' in html
+    assert "03:00 UTC" not in html and ", 02:00 UTC" in str(in_zone(
+        datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "No/Such_Zone", now=NOW))
+    assert "catch up" not in str(cron_line("0 3 * * *", "UTC", "latest")).split('">', 1)[1]
+    assert "· catch up: all" in str(cron_line("0 3 * * *", "UTC", "all"))

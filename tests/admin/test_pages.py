@@ -194,8 +194,10 @@ def test_queues_page_lists_every_queue_with_jobs(admin_client):
     make_job("RUNNING", queue="mail")
     html = page(admin_client, reverse("admin:django_pgjobs_queue_changelist"))
     overview = re.search(r'id="pgjobs-queue-overview".*?</table>', html, re.S)[0]
-    row = re.search(r"<tr>\s*<td><a [^>]*>mail</a>.*?</tr>", overview, re.S)[0]
-    assert re.findall(r'<td class="num">(\w+)</td>', row) == ["1", "0", "0", "1", "none"]
+    row = re.search(r'<tr>\s*<td data-label="queue"><a [^>]*>mail</a>.*?</tr>', overview,
+                    re.S)[0]
+    assert re.findall(r'<td data-label="[^"]+" class="num">(\w+)</td>', row) == [
+        "1", "0", "0", "1", "none"]
     assert "?name=mail" in row and "add controls" in row
     assert "?name=reports" not in overview and ">edit<" in overview
     tools = re.search(r'<ul class="object-tools">.*?</ul>', html, re.S)[0]
@@ -215,7 +217,11 @@ def test_schedule_page_is_read_only_without_save_buttons(admin_client, schedules
     assert 'name="_save"' not in html and 'name="_continue"' not in html
     assert "<time datetime=" in html
     listing = page(admin_client, reverse("admin:django_pgjobs_schedule_changelist"))
-    assert re.search(r"Jan\. 8, 2030, 0?2:00:00", listing)
+    assert "Jan. 8, 2030, 03:00 CET</time>" in listing  # 02:00 UTC, in the schedule's zone
+    assert re.search(r'<span class="pgjobs-sub">in \d+ (y|d)', listing)
+    assert 'title="0 3 * * * (Europe/Paris, catch up: latest)"><code class="pgjobs-cron">' \
+        '0 3 * * *</code><span class="pgjobs-sub">Europe/Paris</span>' in listing
+    assert "icon-no.svg" not in listing and "icon-yes.svg" in listing  # run now: "–"
 
 
 def test_history_page_writes_times_as_every_other_page(admin_client):
