@@ -17,8 +17,11 @@ from datetime import datetime
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-PALETTE = ("#3b7dc4", "#d64a3a", "#d98a10", "#2e9a5e", "#9b59b6", "#16a085", "#8a9597",
-           "#d35400")
+# Series colours at least MIN_DELTA_E apart (CIE76 in Lab; tests check it): the teal that once
+# followed the green read as the same colour.
+PALETTE = ("#3b7dc4", "#d64a3a", "#d98a10", "#2e9a5e", "#9b59b6", "#17becf", "#8a9597",
+           "#d6409f")
+MIN_DELTA_E = 25
 PLOT_W, PLOT_H = 1000, 200  # the SVG's user space; stretched to the plot area
 LOG_RATIO = 30  # bars go on a log scale when the largest value is this many times the smallest
 

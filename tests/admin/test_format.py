@@ -93,3 +93,27 @@ def test_a_schedules_next_run_is_in_its_own_zone_named_and_relative():
         datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "No/Such_Zone", now=NOW))
     assert "catch up" not in str(cron_line("0 3 * * *", "UTC", "latest")).split('">', 1)[1]
     assert "· catch up: all" in str(cron_line("0 3 * * *", "UTC", "all"))
+
+
+def _lab(hex_colour: str) -> tuple[float, float, float]:
+    def lin(c: float) -> float:
+        return ((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92
+
+    r, g, b = (lin(int(hex_colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(v: float) -> float:
+        return v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_chart_series_colours_are_far_enough_apart_to_tell_apart():
+    """Issue 30.10: two queues of the depth chart were drawn in near-identical greens."""
+    import itertools
+    import math
+    pairs = itertools.combinations(charts.PALETTE, 2)
+    closest = min((math.dist(_lab(a), _lab(b)), a, b) for a, b in pairs)
+    assert closest[0] >= charts.MIN_DELTA_E, closest

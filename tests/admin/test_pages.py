@@ -242,3 +242,19 @@ def test_history_page_writes_times_as_every_other_page(admin_client):
     html = page(admin_client, f"/admin/django_pgjobs/job/{job.pk}/history/")
     assert str(when(entry.action_time)) in html
     assert "p.m." not in html and "a.m." not in html
+
+
+def test_a_type_with_only_retries_shows_no_duration_and_no_bar(admin_client):
+    """Issue 30.10: a type that only retried in the window has no run to time: '–', and the
+    duration chart draws no bar for it."""
+    rec = rollup.Recorder()
+    now = timezone.now().timestamp()
+    rec.record("default", "test.echo", "completed", 120, at=now - 60)
+    rec.record("default", "only.retried", "retried", 0, at=now - 60)
+    rec.flush()
+    html = page(admin_client, DASHBOARD)
+    types = re.search(r'id="pgjobs-types">.*?</table>', html, re.S)[0]
+    row = re.search(r"only\.<wbr>retried</a></td>(.*?)</tr>", types, re.S)[1]
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[:3] == ["–", "–", "–"]
+    chart = re.search(r'id="pgjobs-chart-durations">.*?</figure>', html, re.S)[0]
+    assert "only.retried" not in chart and "test.echo" in chart
