@@ -642,7 +642,9 @@ class JobAdmin(admin.ModelAdmin):
             "shown_all": len(ids) <= 200, "total": len(ids),
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "ol_breadcrumbs": django.VERSION >= (6, 0),
-            "changelist_url": reverse("admin:django_pgjobs_job_changelist"),
+            # the list's filters (this POST came from the filtered list): kept after Yes and No
+            "changelist_url": reverse("admin:django_pgjobs_job_changelist") + (
+                "?" + request.GET.urlencode() if request.GET else ""),
         }
         return TemplateResponse(request, "admin/django_pgjobs/job/delete_confirmation.html",
                                 context)

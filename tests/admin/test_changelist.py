@@ -133,3 +133,16 @@ def test_failed_view_gives_the_error_room_and_keeps_types_apart(admin_client):
     for kind in ("pdf", "csv"):
         assert f">billing.…monthly_invoice_{kind}</a>" in html
         assert f'title="billing.invoices.generate_monthly_invoice_{kind}"' in html
+
+
+def test_delete_keeps_the_lists_filter_after_its_confirmation(admin_client):
+    """Issue 30.10: Yes and No of the confirmation lead back to the filtered list."""
+    failed, done = make_job("FAILED"), make_job("COMPLETED")
+    form = {"action": "delete_finished_jobs", "index": "0", "_selected_action": [failed.id]}
+    confirm = admin_client.post(f"{URL}?state=FAILED", form).content.decode()
+    assert f'<form method="post" action="{URL}?state=FAILED">' in confirm
+    assert f'href="{URL}?state=FAILED" class="button cancel-link"' in confirm
+    response = admin_client.post(f"{URL}?state=FAILED", {**form, "post": "yes"}, follow=True)
+    assert response.redirect_chain[-1][0].endswith("?state=FAILED")
+    assert ids_on_page(response) == set() and "Delete: 1 done" in response.content.decode()
+    assert done.id in ids_on_page(admin_client.get(URL))
