@@ -258,3 +258,24 @@ def test_a_type_with_only_retries_shows_no_duration_and_no_bar(admin_client):
     assert re.findall(r'<td class="num">([^<]*)</td>', row)[:3] == ["–", "–", "–"]
     chart = re.search(r'id="pgjobs-chart-durations">.*?</figure>', html, re.S)[0]
     assert "only.retried" not in chart and "test.echo" in chart
+
+
+def test_attempts_of_a_retried_then_completed_job_are_separated_and_complete(admin_client):
+    """Issue 30.10: a row 'manual retry by … at …' between the runs, and the attempt that
+    succeeded (not in the history) last; an instant run took '< 1 ms', not '0 ms'."""
+    now = timezone.now()
+    job = make_job("COMPLETED", attempts=1, started_at=now - timedelta(seconds=3),
+                   duration_ms=0, locked_by="vm:4402:e540ea7c", history=[
+                       {"attempt": 1, "worker": "w1", "outcome": "retry", "duration_ms": 20,
+                        "started_at": (now - timedelta(minutes=9)).isoformat()},
+                       {"attempt": 2, "worker": "w1", "outcome": "attempts_exhausted",
+                        "duration_ms": 25, "started_at": (now - timedelta(minutes=8)).isoformat()},
+                       {"outcome": "manual_retry", "previous_status": "FAILED", "attempt": 2,
+                        "by": "admin:ops", "at": (now - timedelta(minutes=1)).isoformat()}])
+    html = page(admin_client, reverse("admin:django_pgjobs_job_change", args=[job.pk]))
+    table = re.search(r'<table class="pgjobs-history">.*?</table>', html, re.S)[0]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)[1:]
+    assert [re.sub(r"<[^>]+>", "|", r).split("|")[1] for r in rows][:2] == ["1", "2"]
+    assert "manual retry by admin:ops at " in rows[2]
+    assert rows[3].startswith("<td>1</td><td>completed</td>")
+    assert "vm:4402:e540ea7c" in rows[3] and "&lt; 1 ms" in rows[3]
