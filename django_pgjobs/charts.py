@@ -116,6 +116,13 @@ def line_chart(series: Sequence[Series], *, title: str, unit: str = "",
         + "".join(svg) + f'</svg></div><div class="pgjobs-xaxis">{x_labels}</div>'])
 
 
+def short_label(label: str, limit: int = 22) -> str:
+    """A long row label cut in the middle (the end tells 'invoice_pdf' from 'invoice_csv')."""
+    from .admin_format import short_type
+
+    return short_type(label, limit)
+
+
 def bar_position(value: float | None, vmax: float, vmin: float, log: bool) -> float:
     """A bar's length in percent of the track."""
     if not value or value <= 0 or vmax <= 0:
@@ -150,6 +157,6 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[str, float | None]]]], *,
             f'{"" if fmt else escape(unit)}</span></div>'
             for n, v in vals)
         out.append(f'<div class="pgjobs-bar-row"><div class="pgjobs-bar-label" '
-                   f'title="{escape(label)}">{escape(label)}</div>'
+                   f'title="{escape(label)}">{escape(short_label(label))}</div>'
                    f'<div class="pgjobs-bar-track">{bars}</div></div>')
     return _figure("pgjobs-bars" + (" pgjobs-log" if log else ""), title, out)

@@ -117,3 +117,11 @@ def test_chart_series_colours_are_far_enough_apart_to_tell_apart():
     pairs = itertools.combinations(charts.PALETTE, 2)
     closest = min((math.dist(_lab(a), _lab(b)), a, b) for a, b in pairs)
     assert closest[0] >= charts.MIN_DELTA_E, closest
+
+
+def test_bar_labels_are_cut_in_the_middle_keeping_the_end():
+    html = str(charts.bar_chart([("billing.invoices.generate_monthly_invoice_pdf", [("p50", 5)]),
+                                 ("billing.invoices.generate_monthly_invoice_csv", [("p50", 7)])],
+                                title="t"))
+    assert "…invoice_pdf</div>" in html and "…invoice_csv</div>" in html
+    assert 'title="billing.invoices.generate_monthly_invoice_pdf"' in html

@@ -100,7 +100,7 @@ def seed(schedules) -> dict[str, int]:  # noqa: F811
 
 NO_CUT = ["#result_list td.field-type a", "#result_list td.field-when_col"]
 OPTIONS = {
-    "dashboard": {"maxLines": {"#pgjobs-running tbody td:first-child": 2,
+    "dashboard": {"noCut": [".pgjobs-bar-label"], "maxLines": {"#pgjobs-running tbody td:first-child": 2,
                                "#pgjobs-queues tbody td:first-child": 1}},
     "jobs": {"noCut": NO_CUT},
     "jobs-failed": {"noCut": NO_CUT},
