@@ -3,7 +3,8 @@
 // chart text under 11 px; text whose WCAG contrast with its background is under 4.5:1;
 // a table word (queue name, cron field, worker id) broken across lines other than after a
 // separator (. _ - : / ,); a column header hidden
-// by a scroll box or clipped; a cell of opts.noCut cut short by an ellipsis; a cell of
+// by a scroll box or clipped; an element of opts.noCut cut short by an ellipsis (or a link or
+// bar label whose text lost the end of its title, what tells two types apart); a cell of
 // opts.maxLines ({selector: n}) on more lines than n. opts.spill=false skips the per-element
 // overflow checks (then only the page's own sideways scroll counts).
 (opts) => {
@@ -92,7 +93,11 @@
       if (r.right > window.innerWidth + 1)
         out.push(`column "${th.textContent.trim().slice(0, 30)}" off screen (${Math.round(r.right)} > ${window.innerWidth})`);
     }
-    for (const sel of opts.noCut || []) for (const el of document.querySelectorAll(sel)) {
+    for (const sel of opts.noCut || []) for (const raw of document.querySelectorAll(sel)) {
+      // an inline element has no box of its own to clip: measure the block that holds it
+      const el = getComputedStyle(raw).display === "inline" ? raw.parentElement : raw;
+      if (raw.matches("a[title], .pgjobs-bar-label[title]") && !raw.textContent.trim().endsWith(raw.title.slice(-8)))
+        out.push(`the end is cut: "${raw.textContent.trim()}" for "${raw.title}"`);
       if (visible(el) && el.scrollWidth > el.clientWidth + 1)
         out.push(`cut short: "${el.textContent.trim().slice(0, 50)}" (${sel}, ${el.scrollWidth} > ${el.clientWidth})`);
     }

@@ -98,9 +98,11 @@ def seed(schedules) -> dict[str, int]:  # noqa: F811
     return {"failed": failed.id, "running": running.id, "retried": retried.id}
 
 
-NO_CUT = ["#result_list td.field-type a", "#result_list td.field-when_col"]
+NO_CUT = ["#result_list td.field-type_col a", "#result_list td.field-type_col .pgjobs-sub",
+          "#result_list td.field-when_col", "#result_list .pgjobs-progress-text"]
 OPTIONS = {
-    "dashboard": {"noCut": [".pgjobs-bar-label"], "maxLines": {"#pgjobs-running tbody td:first-child": 2,
+    "dashboard": {"noCut": [".pgjobs-bar-label"],
+                  "maxLines": {"#pgjobs-running tbody td:first-child": 2,
                                "#pgjobs-queues tbody td:first-child": 1}},
     "jobs": {"noCut": NO_CUT},
     "jobs-failed": {"noCut": NO_CUT},
