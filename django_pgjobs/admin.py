@@ -49,9 +49,9 @@ from .admin_format import (  # noqa: F401 - redact, error_summary: importable fr
     redact,
     relative,
     short_type,
-    took_ms,
     span,
     status_badge,
+    took_ms,
     when,
 )
 from .models import Dashboard, Job
