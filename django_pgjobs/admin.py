@@ -48,6 +48,7 @@ from . import (
     waits,
 )
 from .admin_format import (  # noqa: F401 - redact, error_summary: importable from here too
+    breakable,
     derived_status,
     error_line,
     error_summary,
@@ -56,8 +57,10 @@ from .admin_format import (  # noqa: F401 - redact, error_summary: importable fr
     progress_bar,
     redact,
     relative,
+    short_type,
     span,
     status_badge,
+    took_ms,
     when,
 )
 from .models import Dashboard, Job
@@ -254,9 +257,10 @@ _TRACE_TERM = re.compile(r"^[A-Za-z0-9._:\-]{4,255}$")
 class JobAdmin(admin.ModelAdmin):
     # Fits 1440 px with the admin's sidebar and the filters open (tests/browser checks it);
     # tenant, worker, trace id and priority are on the job page and in the filters.
-    list_display = ("id", "type", "status_col", "attempts_col", "queue", "when_col",
-                    "detail_col")
-    list_display_links = ("id", "type")
+    # The queue under the type and the duration under the end time: two short lines per row
+    # leave the details (error, progress) the room.
+    list_display = ("id", "type_col", "status_col", "attempts_col", "when_col", "detail_col")
+    list_display_links = ("id",)
     list_filter = (StateFilter, QueueFilter, TypeFilter, FinishedWithinFilter, HasErrorFilter,
                    TenantFilter)
     search_fields = ("=id",)  # shows the box; get_search_results does the indexed search
@@ -359,6 +363,14 @@ class JobAdmin(admin.ModelAdmin):
             return queryset.none(), False
         return queryset.filter(q), False
 
+    @admin.display(description="type")
+    def type_col(self, obj: Job) -> SafeString:
+        """Cut in the middle when long, so two types that differ at the end stay apart; the
+        queue under it."""
+        return format_html('<a href="{}" title="{}">{}</a><span class="pgjobs-sub">{}</span>',
+                           reverse("admin:django_pgjobs_job_change", args=[obj.pk]), obj.type,
+                           short_type(obj.type), obj.queue)
+
     @admin.display(description="status")
     def status_col(self, obj: Job) -> SafeString:
         return status_badge(obj)
@@ -385,7 +397,8 @@ class JobAdmin(admin.ModelAdmin):
             return format_html("due {}{}", relative(obj.run_after, now), format_html(
                 ' · <span class="pgjobs-wait">{}</span>', wait) if wait else "")
         if obj.finished_at:
-            took = f" · took {human_ms(obj.duration_ms)}" if obj.duration_ms is not None else ""
+            took = format_html('<span class="pgjobs-sub">took {}</span>', took_ms(
+                obj.duration_ms)) if obj.duration_ms is not None else ""
             return format_html("ended {}{}", relative(obj.finished_at, now), took)
         return format_html("created {}", relative(obj.created_at, now))
 
@@ -434,7 +447,8 @@ class JobAdmin(admin.ModelAdmin):
         running = obj.status == JobStatus.RUNNING and obj.started_at
         rows = [
             ("status", status_badge(obj)),
-            ("type", obj.type), ("queue", obj.queue), ("priority", obj.priority),
+            ("type", breakable(obj.type)), ("queue", breakable(obj.queue)),
+            ("priority", obj.priority),
             ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
             ("enqueued", when(obj.created_at)),
             ("due" if obj.status == JobStatus.PENDING else "last due", when(obj.run_after)),
@@ -445,7 +459,7 @@ class JobAdmin(admin.ModelAdmin):
             ("progress", admin_detail.progress_cell(obj, now)),
             ("tenant", obj.tenant_id or "–"), ("operated by", obj.operated_by or "–"),
             ("trace id", self.trace_col(obj)), ("unique key", obj.unique_key or "–"),
-            ("worker", obj.locked_by or "–"),
+            ("worker", breakable(obj.locked_by) if obj.locked_by else "–"),
             ("lease expires", relative(obj.lease_expires_at, now) if obj.lease_expires_at
              else "–"),
             ("cancel requested", "yes" if obj.cancel_requested else "no"),
@@ -660,7 +674,9 @@ class JobAdmin(admin.ModelAdmin):
             "shown_all": len(ids) <= 200, "total": len(ids),
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "ol_breadcrumbs": django.VERSION >= (6, 0),
-            "changelist_url": reverse("admin:django_pgjobs_job_changelist"),
+            # the list's filters (this POST came from the filtered list): kept after Yes and No
+            "changelist_url": reverse("admin:django_pgjobs_job_changelist") + (
+                "?" + request.GET.urlencode() if request.GET else ""),
         }
         return TemplateResponse(request, "admin/django_pgjobs/job/delete_confirmation.html",
                                 context)

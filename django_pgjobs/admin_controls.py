@@ -12,7 +12,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
 from . import conf, scheduler
-from .admin_format import when
+from .admin_format import cron_line, in_zone, when
 from .models import Queue, Schedule
 from .oplog import record as log_action
 from .sql import queues, rollups, schedules
@@ -53,17 +53,20 @@ class ScheduleAdmin(admin.ModelAdmin):
         spec = _specs().get(obj.name)
         if spec is None:
             return "–"
-        return f"{spec.cron} ({spec.timezone}, catch up: {spec.catch_up})"
+        return cron_line(spec.cron, spec.timezone, spec.catch_up)
 
     @admin.display(description="next run")
     def next_run(self, obj: Schedule) -> Any:
         if not obj.enabled:
             return "disabled"
-        return when(obj.next_fire_time) if obj.next_fire_time else "at the next scheduler pass"
+        spec = _specs().get(obj.name)
+        if not obj.next_fire_time:
+            return "at the next scheduler pass"
+        return in_zone(obj.next_fire_time, spec.timezone if spec else "UTC")
 
-    @admin.display(description="run now?", boolean=True)
-    def run_now_col(self, obj: Schedule) -> bool:
-        return obj.run_now_requested
+    @admin.display(description="run now?")
+    def run_now_col(self, obj: Schedule) -> str:
+        return "requested" if obj.run_now_requested else "–"  # not a red ✖: nothing asked
 
     @admin.display(description="last fire")
     def last_fire(self, obj: Schedule) -> Any:

@@ -18,6 +18,7 @@ from .admin_format import (
     progress_numbers,
     redact,
     span,
+    took_ms,
     when,
 )
 from .models import Job
@@ -55,7 +56,7 @@ def _attempt_events(e: dict[str, Any], next_start: datetime | None, job: Job,
     end = start + timedelta(milliseconds=e["duration_ms"]) if start and isinstance(
         e.get("duration_ms"), int | float) else start
     outcome = str(e.get("outcome", "?"))
-    took = f" after {human_ms(e.get('duration_ms'))}" if e.get("duration_ms") is not None else ""
+    took = f" after {took_ms(e.get('duration_ms'))}" if e.get("duration_ms") is not None else ""
     text = f"ended{took}: " + OUTCOMES.get(outcome, outcome.replace("_", " "))
     cls, line = error_summary(e.get("error"))
     if cls or line:
@@ -112,7 +113,7 @@ def events(job: Job, now: datetime | None = None) -> list[tuple[datetime | None,
         out.append((now, f"running for {span((now - job.started_at).total_seconds())}"))
     last = str(entries[-1].get("outcome")) if entries else ""
     if job.finished_at and job.status in FINAL and last not in ENDS_JOB:
-        took = f" after {human_ms(job.duration_ms)}" if job.duration_ms is not None else ""
+        took = f" after {took_ms(job.duration_ms)}" if job.duration_ms is not None else ""
         out.append((job.finished_at, FINAL[job.status] + (took if job.started_at else "")))
     return _in_time_order(out)
 
@@ -141,24 +142,39 @@ def timeline(job: Job, now: datetime | None = None) -> SafeString:
 
 
 def attempts_table(job: Job) -> SafeString | str:
-    rows = []
+    """One row per attempt; a manual retry's row between the runs it separates; a finished
+    job's successful attempt (not in its history) last."""
+    rows, starts = [], set()
     for e in _entries(job):
+        if e.get("outcome") == "manual_retry" and rows:
+            rows.append(format_html(
+                '<tr class="pgjobs-run-sep"><td colspan="6">manual retry by {} at {}: attempts '
+                "count again from 1</td></tr>", e.get("by") or "an operator", when(e.get("at"))))
         if not e.get("started_at"):
             continue
+        starts.add(as_datetime(e.get("started_at")))
         cls, line = error_summary(e.get("error"))
         outcome = str(e.get("outcome", "–"))
-        rows.append((e.get("attempt", "–"), OUTCOMES.get(outcome, outcome.replace("_", " ")),
-                     when(e.get("started_at")), e.get("worker") or "–",
-                     human_ms(e.get("duration_ms")), (e.get("error") or "")[:2000],
-                     f"{cls}: {line}" if cls else (line or "–")))
+        rows.append(_attempt_row(e.get("attempt", "–"), OUTCOMES.get(outcome, outcome.replace(
+            "_", " ")), e.get("started_at"), e.get("worker"), e.get("duration_ms"),
+            (e.get("error") or "")[:2000], f"{cls}: {line}" if cls else (line or "–")))
+    done = job.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS)
+    if done and job.started_at and job.started_at not in starts:
+        rows.append(_attempt_row(job.attempts, FINAL[job.status], job.started_at, job.locked_by,
+                                 job.duration_ms, "", "–"))
     if not rows:
         return "–"
     return format_html(
         '<table class="pgjobs-history"><thead><tr><th>attempt</th><th>outcome</th>'
         "<th>started</th><th>worker</th><th>duration</th><th>error</th></tr></thead>"
-        "<tbody>{}</tbody></table>",
-        format_html_join("", '<tr><td>{}</td><td>{}</td><td class="nowrap">{}</td><td>{}</td>'
-                         '<td class="nowrap">{}</td><td title="{}">{}</td></tr>', rows))
+        "<tbody>{}</tbody></table>", format_html_join("", "{}", ((r,) for r in rows)))
+
+
+def _attempt_row(attempt: Any, outcome: str, started: Any, worker: Any, ms: Any, title: str,
+                 error: str) -> SafeString:
+    return format_html('<tr><td>{}</td><td>{}</td><td class="nowrap">{}</td><td class="nowrap">'
+                       '{}</td><td class="nowrap">{}</td><td title="{}">{}</td></tr>', attempt,
+                       outcome, when(started), worker or "–", took_ms(ms), title, error)
 
 
 def item_errors(job: Job) -> list[dict[str, Any]]:

@@ -7,18 +7,21 @@ import json
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from datetime import timezone as _timezone
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from . import conf
 from .models import Job
 from .status import JobStatus
 
 MAX_PRETTY_CHARS = 200_000
+UTC = _timezone.utc  # datetime.UTC is Python >= 3.11
 
 
 def as_datetime(value: Any) -> datetime | None:
@@ -64,6 +67,40 @@ def span(seconds: float) -> str:
 
 def human_ms(ms: float | None) -> str:
     return "–" if ms is None else span(ms / 1000)
+
+
+def in_zone(value: Any, zone: str, now: datetime | None = None) -> SafeString | str:
+    """A time in a schedule's own time zone, named, with how far off it is: 'Dec. 3, 2026,
+    03:00 CET' and under it 'in 18 h'; the instant in ISO 8601 (UTC) in the title."""
+    dt = as_datetime(value)
+    if dt is None:
+        return "–"
+    try:
+        local = dt.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = dt.astimezone(UTC)
+    delta = (dt - (now or timezone.now())).total_seconds()
+    off = "now" if abs(delta) < 0.5 else (f"in {span(delta)}" if delta > 0 else
+                                          f"{span(delta)} ago")
+    text = f"{formats.date_format(local, 'DATE_FORMAT')}, {local:%H:%M} {local.tzname()}"
+    return format_html('<time datetime="{}" title="{}">{}</time><span class="pgjobs-sub">{}'
+                       "</span>", dt.isoformat(), dt.astimezone(UTC).isoformat(), text, off)
+
+
+def cron_line(cron: str, zone: str, catch_up: str) -> SafeString:
+    """'0 3 * * *' on one line, its time zone under it, and the catch-up policy when it is not
+    the default ('latest'); all of it in the title."""
+    title = f"{cron} ({zone}, catch up: {catch_up})"
+    extra = format_html(" · catch up: {}", catch_up) if catch_up != "latest" else ""
+    return format_html('<span title="{}"><code class="pgjobs-cron">{}</code><span class='
+                       '"pgjobs-sub">{}{}</span></span>', title, cron, zone, extra)
+
+
+def took_ms(ms: float | None) -> str:
+    """A run's duration where 0 ms would read as 'nothing ran': under a millisecond '< 1 ms'."""
+    if ms is None:
+        return "–"
+    return "< 1 ms" if ms < 1 else span(ms / 1000)
 
 
 def relative(value: Any, now: datetime | None = None) -> SafeString | str:
@@ -212,10 +249,32 @@ def error_summary(text: str | None) -> tuple[str, str]:
 
 
 def error_line(text: str | None) -> SafeString | str:
-    """'<b>ValueError</b>: first line' of a stored error, the whole first line in the title."""
+    """One line of a stored error for a list: the message first, then the exception's short
+    class name ('… card expired <b>PaymentError</b>'); class and whole first line in the title."""
     cls, line = error_summary(text)
     if not cls and not line:
         return ""
-    return format_html('<span class="pgjobs-err" title="{}{}{}"><b>{}</b>{}{}</span>', cls,
-                       ": " if cls and line else "", line, cls, ": " if cls and line else "",
-                       line[:160])
+    short = cls.rsplit(".", 1)[-1]
+    title = f"{cls}: {line}" if cls and line else (cls or line)
+    if not line:
+        return format_html('<span class="pgjobs-err" title="{}"><b>{}</b></span>', title, short)
+    return format_html('<span class="pgjobs-err" title="{}">{}{}</span>', title, line[:160],
+                       format_html(" <b>{}</b>", short) if short else "")
+
+
+def short_type(name: str, limit: int = 30) -> str:
+    """A job type cut in the middle, never at its end (where 'invoice_pdf' and 'invoice_csv'
+    differ): 'billing.…monthly_invoice_pdf'."""
+    if len(name) <= limit:
+        return name
+    head = name.split(".", 1)[0][:12]
+    tail = name[-(limit - len(head) - 2):]
+    cut = re.search(r"[._]", tail[:-8])  # start the tail at a word when one is near
+    return f"{head}.…{tail[cut.end():] if cut else tail}"
+
+
+def breakable(text: Any) -> SafeString:
+    """An identifier (type, queue, worker id) that may wrap only after . _ : (a <wbr> there),
+    never inside a word."""
+    parts = re.split(r"(?<=[._:])", str(text))
+    return format_html_join(mark_safe("<wbr>"), "{}", ((p,) for p in parts if p))

@@ -17,8 +17,11 @@ from datetime import datetime
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-PALETTE = ("#3b7dc4", "#d64a3a", "#d98a10", "#2e9a5e", "#9b59b6", "#16a085", "#8a9597",
-           "#d35400")
+# Series colours at least MIN_DELTA_E apart (CIE76 in Lab; tests check it): the teal that once
+# followed the green read as the same colour.
+PALETTE = ("#3b7dc4", "#d64a3a", "#d98a10", "#2e9a5e", "#9b59b6", "#17becf", "#8a9597",
+           "#d6409f")
+MIN_DELTA_E = 25
 PLOT_W, PLOT_H = 1000, 200  # the SVG's user space; stretched to the plot area
 LOG_RATIO = 30  # bars go on a log scale when the largest value is this many times the smallest
 
@@ -113,6 +116,13 @@ def line_chart(series: Sequence[Series], *, title: str, unit: str = "",
         + "".join(svg) + f'</svg></div><div class="pgjobs-xaxis">{x_labels}</div>'])
 
 
+def short_label(label: str, limit: int = 22) -> str:
+    """A long row label cut in the middle (the end tells 'invoice_pdf' from 'invoice_csv')."""
+    from .admin_format import short_type
+
+    return short_type(label, limit)
+
+
 def bar_position(value: float | None, vmax: float, vmin: float, log: bool) -> float:
     """A bar's length in percent of the track."""
     if not value or value <= 0 or vmax <= 0:
@@ -147,6 +157,6 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[str, float | None]]]], *,
             f'{"" if fmt else escape(unit)}</span></div>'
             for n, v in vals)
         out.append(f'<div class="pgjobs-bar-row"><div class="pgjobs-bar-label" '
-                   f'title="{escape(label)}">{escape(label)}</div>'
+                   f'title="{escape(label)}">{escape(short_label(label))}</div>'
                    f'<div class="pgjobs-bar-track">{bars}</div></div>')
     return _figure("pgjobs-bars" + (" pgjobs-log" if log else ""), title, out)

@@ -134,6 +134,7 @@ def charts_for(data: dict[str, Any]) -> dict[str, SafeString]:
     ]
     durations = [
         (t["type"], [("p50", t["p50_ms"]), ("p95", t["p95_ms"])]) for t in data["types"][:20]
+        if t["runs"]  # retried only: no finished run, no duration to draw
     ]
     hours = data["window_hours"]
     until = datetime.fromisoformat(data["generated_at"])

@@ -42,7 +42,7 @@ def test_columns_show_derived_status_attempts_error_and_trace(admin_client, jobs
     for label in ("scheduled", "retrying", "stale", "running", "failed", "completed"):
         assert f">{label}</span>" in html, label
     assert "3/3" in html  # attempts n/max of the failed job
-    assert "<b>ValueError</b>: card &lt;b&gt;declined&lt;/b&gt;" in html  # class + first line
+    assert "card &lt;b&gt;declined&lt;/b&gt; <b>ValueError</b>" in html  # message, then class
     assert "second line" not in html
     assert "1.5 s" in html  # duration
     assert "finished 2.0 s ago" not in html  # finished just now: seconds, not "0 minutes"
@@ -115,3 +115,34 @@ def test_past_the_exact_limit_the_count_is_the_planners_estimate(admin_client, m
 def test_only_the_id_is_sortable(admin_client, jobs):
     response = admin_client.get(f"{URL}?o=5")  # an unsortable column index is ignored
     assert response.status_code == 200
+
+
+def test_failed_view_gives_the_error_room_and_keeps_types_apart(admin_client):
+    """Issue 30.5: the message first and the short class name (the dotted path and the whole
+    line in the title); no status column in a one-state view; long types cut in the middle."""
+    error = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n"
+             "django_pgjobs.exceptions.PaymentError: Payment provider rejected the charge\n")
+    for kind in ("pdf", "csv"):
+        make_job("FAILED", type=f"billing.invoices.generate_monthly_invoice_{kind}", error=error)
+    html = admin_client.get(f"{URL}?state=FAILED").content.decode()
+    assert 'title="django_pgjobs.exceptions.PaymentError: Payment provider rejected the charge"' \
+        in html
+    assert ">Payment provider rejected the charge <b>PaymentError</b></span>" in html
+    assert "column-status_col" not in html
+    assert "column-status_col" in admin_client.get(URL).content.decode()
+    for kind in ("pdf", "csv"):
+        assert f">billing.…monthly_invoice_{kind}</a>" in html
+        assert f'title="billing.invoices.generate_monthly_invoice_{kind}"' in html
+
+
+def test_delete_keeps_the_lists_filter_after_its_confirmation(admin_client):
+    """Issue 30.10: Yes and No of the confirmation lead back to the filtered list."""
+    failed, done = make_job("FAILED"), make_job("COMPLETED")
+    form = {"action": "delete_finished_jobs", "index": "0", "_selected_action": [failed.id]}
+    confirm = admin_client.post(f"{URL}?state=FAILED", form).content.decode()
+    assert f'<form method="post" action="{URL}?state=FAILED">' in confirm
+    assert f'href="{URL}?state=FAILED" class="button cancel-link"' in confirm
+    response = admin_client.post(f"{URL}?state=FAILED", {**form, "post": "yes"}, follow=True)
+    assert response.redirect_chain[-1][0].endswith("?state=FAILED")
+    assert ids_on_page(response) == set() and "Delete: 1 done" in response.content.decode()
+    assert done.id in ids_on_page(admin_client.get(URL))

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from django_pgjobs import admin_counts, charts
-from django_pgjobs.admin_format import relative, span, when
+from django_pgjobs.admin_format import breakable, relative, short_type, span, when
 from tests.admin.helpers import make_job
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
@@ -67,3 +67,61 @@ def test_state_tabs_count_exactly_when_cheap_and_estimate_from_statistics(monkey
     monkeypatch.setattr(admin_counts, "SCAN_UP_TO_ROWS", 10)  # a "big" table: no full scan
     tabs = {t.state: t for t in admin_counts.state_tabs()}
     assert tabs["COMPLETED"].estimated and not tabs["FAILED"].estimated
+
+
+def test_long_types_are_cut_in_the_middle_and_identifiers_wrap_only_at_separators():
+    assert short_type("test.echo") == "test.echo"
+    assert short_type("billing.invoices.generate_monthly_invoice_pdf") == \
+        "billing.…monthly_invoice_pdf"
+    assert len(short_type("x" * 80)) <= 30
+    assert str(breakable("vm:44.a_b</c>")) == "vm:<wbr>44.<wbr>a_<wbr>b&lt;/c&gt;"
+
+
+def test_an_instant_run_took_under_a_millisecond_not_zero():
+    from django_pgjobs.admin_format import took_ms
+    assert (took_ms(0), took_ms(0.4), took_ms(12), took_ms(None)) == ("< 1 ms", "< 1 ms",
+                                                                      "12 ms", "–")
+
+
+def test_a_schedules_next_run_is_in_its_own_zone_named_and_relative():
+    from django_pgjobs.admin_format import cron_line, in_zone
+    html = str(in_zone(datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "Europe/Paris",
+                       now=datetime(2026, 12, 1, 8, 0, tzinfo=UTC)))
+    assert ">Dec. 2, 2026, 03:00 CET</time>" in html and ">in 18 h</span>" in html
+    assert 'title="2026-12-02T02:00:00+00:00"' in html
+    assert "03:00 UTC" not in html and ", 02:00 UTC" in str(in_zone(
+        datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "No/Such_Zone", now=NOW))
+    assert "catch up" not in str(cron_line("0 3 * * *", "UTC", "latest")).split('">', 1)[1]
+    assert "· catch up: all" in str(cron_line("0 3 * * *", "UTC", "all"))
+
+
+def _lab(hex_colour: str) -> tuple[float, float, float]:
+    def lin(c: float) -> float:
+        return ((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92
+
+    r, g, b = (lin(int(hex_colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(v: float) -> float:
+        return v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_chart_series_colours_are_far_enough_apart_to_tell_apart():
+    """Issue 30.10: two queues of the depth chart were drawn in near-identical greens."""
+    import itertools
+    import math
+    pairs = itertools.combinations(charts.PALETTE, 2)
+    closest = min((math.dist(_lab(a), _lab(b)), a, b) for a, b in pairs)
+    assert closest[0] >= charts.MIN_DELTA_E, closest
+
+
+def test_bar_labels_are_cut_in_the_middle_keeping_the_end():
+    html = str(charts.bar_chart([("billing.invoices.generate_monthly_invoice_pdf", [("p50", 5)]),
+                                 ("billing.invoices.generate_monthly_invoice_csv", [("p50", 7)])],
+                                title="t"))
+    assert "…invoice_pdf</div>" in html and "…invoice_csv</div>" in html
+    assert 'title="billing.invoices.generate_monthly_invoice_pdf"' in html

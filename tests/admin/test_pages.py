@@ -164,11 +164,12 @@ def test_dashboard_running_jobs_have_progress_and_workers_list_their_queues(admi
     sql("INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) "
         "VALUES ('w1', 'host', 1, '[\"*\", \"mail\"]', 4)")
     html = page(admin_client, DASHBOARD)
-    running = re.search(r'<table class="pgjobs-table" id="pgjobs-running">.*?</table>', html,
+    running = re.search(r'<table class="pgjobs-table pgjobs-stack" id="pgjobs-running">.*?</table>',
+                        html,
                         re.S)[0]
     assert 'aria-valuenow="25"' in running and "ETA" in running
     workers = re.search(r'id="pgjobs-workers">.*?</table>', html, re.S)[0]
-    assert "<td>*, mail</td>" in workers
+    assert '<td data-label="queues">*, mail</td>' in workers
     running_json = admin_client.get(DASHBOARD + "json/").json()["running"]
     assert running_json[0]["progress"]["total"] == 4
 
@@ -193,8 +194,10 @@ def test_queues_page_lists_every_queue_with_jobs(admin_client):
     make_job("RUNNING", queue="mail")
     html = page(admin_client, reverse("admin:django_pgjobs_queue_changelist"))
     overview = re.search(r'id="pgjobs-queue-overview".*?</table>', html, re.S)[0]
-    row = re.search(r"<tr>\s*<td><a [^>]*>mail</a>.*?</tr>", overview, re.S)[0]
-    assert re.findall(r'<td class="num">(\w+)</td>', row) == ["1", "0", "0", "1", "none"]
+    row = re.search(r'<tr>\s*<td data-label="queue"><a [^>]*>mail</a>.*?</tr>', overview,
+                    re.S)[0]
+    assert re.findall(r'<td data-label="[^"]+" class="num">(\w+)</td>', row) == [
+        "1", "0", "0", "1", "none"]
     assert "?name=mail" in row and "add controls" in row
     assert "?name=reports" not in overview and ">edit<" in overview
     tools = re.search(r'<ul class="object-tools">.*?</ul>', html, re.S)[0]
@@ -214,4 +217,65 @@ def test_schedule_page_is_read_only_without_save_buttons(admin_client, schedules
     assert 'name="_save"' not in html and 'name="_continue"' not in html
     assert "<time datetime=" in html
     listing = page(admin_client, reverse("admin:django_pgjobs_schedule_changelist"))
-    assert re.search(r"Jan\. 8, 2030, 0?2:00:00", listing)
+    assert "Jan. 8, 2030, 03:00 CET</time>" in listing  # 02:00 UTC, in the schedule's zone
+    assert re.search(r'<span class="pgjobs-sub">in \d+ (y|d)', listing)
+    assert 'title="0 3 * * * (Europe/Paris, catch up: latest)"><code class="pgjobs-cron">' \
+        '0 3 * * *</code><span class="pgjobs-sub">Europe/Paris</span>' in listing
+    assert "icon-no.svg" not in listing and "icon-yes.svg" in listing  # run now: "–"
+
+
+def test_history_page_writes_times_as_every_other_page(admin_client):
+    """Issue 30.10: Django's History page has its own DATETIME_FORMAT; ours says
+    'Dec. 2, 2026, 17:03:04' like the job page."""
+    from django.contrib.admin.models import CHANGE, LogEntry
+    from django.contrib.auth.models import User
+    from django.contrib.contenttypes.models import ContentType
+
+    from django_pgjobs.admin_format import when
+    from django_pgjobs.models import Job
+
+    job = make_job("FAILED")
+    entry = LogEntry.objects.create(
+        user=User.objects.get(username="admin"), content_type=ContentType.objects.get_for_model(
+            Job), object_id=str(job.pk), object_repr=str(job), action_flag=CHANGE,
+        change_message="Retried")
+    html = page(admin_client, f"/admin/django_pgjobs/job/{job.pk}/history/")
+    assert str(when(entry.action_time)) in html
+    assert "p.m." not in html and "a.m." not in html
+
+
+def test_a_type_with_only_retries_shows_no_duration_and_no_bar(admin_client):
+    """Issue 30.10: a type that only retried in the window has no run to time: '–', and the
+    duration chart draws no bar for it."""
+    rec = rollup.Recorder()
+    now = timezone.now().timestamp()
+    rec.record("default", "test.echo", "completed", 120, at=now - 60)
+    rec.record("default", "only.retried", "retried", 0, at=now - 60)
+    rec.flush()
+    html = page(admin_client, DASHBOARD)
+    types = re.search(r'id="pgjobs-types">.*?</table>', html, re.S)[0]
+    row = re.search(r"only\.<wbr>retried</a></td>(.*?)</tr>", types, re.S)[1]
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[:3] == ["–", "–", "–"]
+    chart = re.search(r'id="pgjobs-chart-durations">.*?</figure>', html, re.S)[0]
+    assert "only.retried" not in chart and "test.echo" in chart
+
+
+def test_attempts_of_a_retried_then_completed_job_are_separated_and_complete(admin_client):
+    """Issue 30.10: a row 'manual retry by … at …' between the runs, and the attempt that
+    succeeded (not in the history) last; an instant run took '< 1 ms', not '0 ms'."""
+    now = timezone.now()
+    job = make_job("COMPLETED", attempts=1, started_at=now - timedelta(seconds=3),
+                   duration_ms=0, locked_by="vm:4402:e540ea7c", history=[
+                       {"attempt": 1, "worker": "w1", "outcome": "retry", "duration_ms": 20,
+                        "started_at": (now - timedelta(minutes=9)).isoformat()},
+                       {"attempt": 2, "worker": "w1", "outcome": "attempts_exhausted",
+                        "duration_ms": 25, "started_at": (now - timedelta(minutes=8)).isoformat()},
+                       {"outcome": "manual_retry", "previous_status": "FAILED", "attempt": 2,
+                        "by": "admin:ops", "at": (now - timedelta(minutes=1)).isoformat()}])
+    html = page(admin_client, reverse("admin:django_pgjobs_job_change", args=[job.pk]))
+    table = re.search(r'<table class="pgjobs-history">.*?</table>', html, re.S)[0]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)[1:]
+    assert [re.sub(r"<[^>]+>", "|", r).split("|")[1] for r in rows][:2] == ["1", "2"]
+    assert "manual retry by admin:ops at " in rows[2]
+    assert rows[3].startswith("<td>1</td><td>completed</td>")
+    assert "vm:4402:e540ea7c" in rows[3] and "&lt; 1 ms" in rows[3]
