@@ -13,7 +13,6 @@ from django.utils.safestring import SafeString
 from .admin_format import (
     as_datetime,
     error_summary,
-    human_ms,
     progress_bar,
     progress_numbers,
     redact,
