@@ -395,7 +395,7 @@ class JobAdmin(admin.ModelAdmin):
         if obj.status == JobStatus.PENDING:
             wait = getattr(obj, "pgjobs_wait", "")  # waits.annotate, in get_changelist_instance
             return format_html("due {}{}", relative(obj.run_after, now), format_html(
-                ' · <span class="pgjobs-wait">{}</span>', wait) if wait else "")
+                '<span class="pgjobs-wait">{}</span>', wait) if wait else "")
         if obj.finished_at:
             took = format_html('<span class="pgjobs-sub">took {}</span>', took_ms(
                 obj.duration_ms)) if obj.duration_ms is not None else ""
