@@ -39,23 +39,20 @@ from . import executor, maintenance, pooler
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
-from .listener import Armed, Listener
+from .listener import Listener
 from .options import WorkerOptions
 from .producer import Producer
 from .progress import ProgressWriter
 from .services import ServiceRunner
 from .slots import InFlight, Slots
+from .waiter import Waiter
 
 logger = logging.getLogger("django_pgjobs.worker")
 
-BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batch
-BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
 DB_BACKOFF_MAX = 5.0  # seconds: the longest wait before trying an unreachable database again
 EXIT_DATABASE_UNREACHABLE = 4  # a burst worker gave up on the database (--give-up-after)
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
-GATE_WAIT = 0.02  # seconds a worker going to sleep waits for the doorbell's gate, then retries
-NAP = 0.005  # seconds an idle worker whose last claim found jobs waits before the next, unarmed
 
 
 class Worker:
@@ -85,11 +82,11 @@ class Worker:
         self._db_down_since: float | None = None  # monotonic: first failure of the outage
         self._pause = 0.0  # after an unexpected error
         self._statistics_checked = False
-        self._claimed_last = False  # the last claim found jobs (the doorbell waits: NAP)
-        # A finished run wakes the loop, which then waits up to BATCH_WINDOW for the other
-        # running jobs to end too (or this many), so that one round trip records them all.
-        # With prefetched jobs held, it waits for half of them (see cycle).
-        self._base_refill = self._refill = max(1, min(o.batch_size, o.concurrency))
+        self.waiter = Waiter(
+            poll_interval=o.poll_interval, refill=min(o.batch_size, o.concurrency),
+            wake=self._wake, stopping=self._stopping, slots=self.slots, completer=self.completer,
+            producer=self.producer, leases=self.leases, progress=self.progress,
+            handoff=self.handoff, claim_once=self.run_once)
         self.exit_code = 0
         self.last_step_at = time.monotonic()  # /livez: the loop keeps stepping
 
@@ -133,7 +130,7 @@ class Worker:
             if self.options.prefetch and not self.options.inline:
                 self.producer.release_held()
             claimed = self.cycle()
-            self._claimed_last = claimed > 0
+            self.waiter.note_claimed(claimed)
             if self._db_down_since is not None:
                 self._on_db_back()
             return claimed
@@ -174,9 +171,7 @@ class Worker:
         claimed += len(rows)
         # Claim again at once only if the batch size, not the room, capped this claim.
         self.producer.last_claim_full = 0 < limit < room and claimed == limit
-        # Wake for the next cycle once half of what is held has ended (or all of it, or the
-        # micro-batch window closed): the other half keeps the threads busy meanwhile.
-        self._refill = max(self._base_refill, len(self.slots) // 2)
+        self.waiter.note_held(len(self.slots))
         if o.inline:
             for item in self.handoff.take_back():
                 self.run_item(item)
@@ -209,7 +204,7 @@ class Worker:
             self._wake.set()
             return
         ended = self.completer.put(item, completion)
-        if ended == 1 or ended >= self._refill or ended >= len(self.slots):  # a hint: no lock
+        if self.waiter.should_wake(ended):
             self._wake.set()
 
     def _executor_thread(self) -> None:
@@ -245,6 +240,7 @@ class Worker:
                 wake=self.wake, application_name=self._app_name("listen"),
             )
             self._listener.start()
+            self.waiter.listener = self._listener
         signals.job_reaped.connect(self.recorder.on_reaped, weak=False,
                                    dispatch_uid=("pgjobs.worker", id(self)))
         self.services.run_now(FIRST_SERVICES)  # capped queues known, crashed work rescued
@@ -336,79 +332,8 @@ class Worker:
         return False
 
     def _wait(self) -> None:
-        o = self.options
-        if self._db_backoff or self._pause:
-            # Only a stop cuts it short, not a finished run or the (also failing) listener.
-            self._sleep_keeping_leases(self._db_backoff or self._pause)
-            self._pause = 0.0
-            self._wake.clear()
-            return
-        if self.producer.last_claim_full and not self._stopping.is_set():
-            return  # more work is probably waiting: claim again at once
-        if not self.completer.waiting():
-            # Idle until a run ends, a NOTIFY arrives, a stop, the next heartbeat or the poll
-            # interval (what finds new jobs while the listener is disconnected).
-            now = time.monotonic()
-            timeout = min(o.poll_interval, self.leases.until_due(now),
-                          self.progress.until_due(now), self.slots.until_deadline(now))
-            if self._ring_me():
-                self._sleep(timeout)
-            self._wake.clear()
-        self._gather_batch()
-
-    def _ring_me(self) -> bool:
-        """Before sleeping with a free thread, hold the doorbell (so enqueue rings) and, once
-        armed anew, claim once more: a job committed before that rang nobody (doorbell.py).
-        False when that claim found work (no sleep)."""
-        listener = self._listener
-        if listener is None or self._stopping.is_set():
-            return True
-        if self.producer.room(0)[0] <= 0:  # no free thread: a run that ends wakes the loop
-            listener.disarm()
-            return True
-        if self._claimed_last:  # jobs are flowing: a nap, and the next claim finds the next
-            listener.disarm()  # ones; ringing for each would serialize the producers' commits
-            self._sleep(min(NAP, self.options.poll_interval))
-            return False
-        armed = listener.arm(GATE_WAIT)
-        if armed in (Armed.STILL, Armed.DOWN) or self._wake.is_set():
-            return True  # still armed since the last claim, or polling: sleep
-        # FRESH: claim once more. BUSY (a producer's transaction is open): claim too; the
-        # listener wakes the loop once the gate passes, for the claim that must follow it.
-        return not self.run_once()
-
-    def _gather_batch(self) -> None:
-        """While other running jobs keep ending, give them a moment to end too, so that one
-        round trip records them all and refills every free thread; a window in which none
-        ended (long jobs) ends the wait."""
-        ended = self.completer.waiting()
-        deadline = time.monotonic() + BATCH_WINDOW_MAX
-        while 0 < ended < self._refill and ended < len(self.slots):
-            self._sleep(BATCH_WINDOW)
-            self._wake.clear()
-            before, ended = ended, self.completer.waiting()
-            if ended == before or time.monotonic() >= deadline:
-                break
-
-    def _sleep_keeping_leases(self, timeout: float) -> None:
-        """Sleep ``timeout`` or until a stop; leases that run out meanwhile are marked lost
-        when they do (a database that stays unreachable renews none)."""
-        deadline = time.monotonic() + timeout
-        while not self._stopping.is_set() and (now := time.monotonic()) < deadline:
-            self._sleep(min(deadline - now, self.leases.until_lost(now) + 0.001),
-                        self._stopping)
-            self.leases.expire_unrenewed(time.monotonic())
-
-    def _sleep(self, timeout: float, event: threading.Event | None = None) -> None:
-        """Wait for ``event`` (the wake-up) or the timeout; meanwhile wake executor threads for
-        jobs left waiting behind a long one (Handoff.spread)."""
-        event = event or self._wake
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            step = min(left, self.handoff.spread())
-            if event.wait(max(0.0, step)) or step >= left:
-                return
+        rest, self._pause = self._db_backoff or self._pause, 0.0
+        self.waiter.wait(rest)
 
     # --- errors -------------------------------------------------------------------------------
 
