@@ -41,6 +41,7 @@ from .handoff import Handoff
 from .leases import LeaseKeeper
 from .listener import Listener
 from .options import WorkerOptions
+from .policy import ErrorPolicy
 from .producer import Producer
 from .progress import ProgressWriter
 from .services import ServiceRunner
@@ -50,7 +51,6 @@ from .waiter import Waiter
 logger = logging.getLogger("django_pgjobs.worker")
 
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
-DB_BACKOFF_MAX = 5.0  # seconds: the longest wait before trying an unreachable database again
 EXIT_DATABASE_UNREACHABLE = 4  # a burst worker gave up on the database (--give-up-after)
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
 
@@ -78,8 +78,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._listener: Listener | None = None
         self._health: health.HealthServer | None = None
-        self._db_backoff = 0.0
-        self._db_down_since: float | None = None  # monotonic: first failure of the outage
+        self.policy = ErrorPolicy(o.using)  # database errors: backoff, outage, give up
         self._pause = 0.0  # after an unexpected error
         self._statistics_checked = False
         self.waiter = Waiter(
@@ -131,7 +130,7 @@ class Worker:
                 self.producer.release_held()
             claimed = self.cycle()
             self.waiter.note_claimed(claimed)
-            if self._db_down_since is not None:
+            if self.policy.down_since is not None:
                 self._on_db_back()
             return claimed
         except (OperationalError, InterfaceError) as exc:
@@ -323,16 +322,16 @@ class Worker:
         idle = len(self.slots) == 0 and self.completer.idle()
         if o.max_jobs is not None and self.claimed_total >= o.max_jobs and idle:
             return True
-        if (o.burst and idle and not self.producer.last_claim_full and not self._db_backoff
+        if (o.burst and idle and not self.producer.last_claim_full and not self.policy.backoff
                 and not self._pause):
             # Nothing in flight and the last claim came back short: is anything still due?
             # (Not knowable while the database fails: then back off and ask again.)
-            return (self.run_once() == 0 and len(self.slots) == 0 and not self._db_backoff
+            return (self.run_once() == 0 and len(self.slots) == 0 and not self.policy.backoff
                     and not self._pause)
         return False
 
     def _wait(self) -> None:
-        rest, self._pause = self._db_backoff or self._pause, 0.0
+        rest, self._pause = self.policy.backoff or self._pause, 0.0
         self.waiter.wait(rest)
 
     # --- errors -------------------------------------------------------------------------------
@@ -347,40 +346,29 @@ class Worker:
             self.stop()
 
     def _on_db_error(self, exc: BaseException) -> None:
-        if self._db_down_since is None:
-            self._db_down_since = time.monotonic()
-        self._db_backoff = min(max(self._db_backoff * 2, 0.25), DB_BACKOFF_MAX)
+        self.policy.failed(time.monotonic())
         if not (self.options.burst and not self._stopping.is_set() and self._give_up(exc)):
             logger.error(
                 "database error in the worker loop (%s: %s); retrying in %.2fs",
-                exc.__class__.__name__, " ".join(str(exc).split())[:500], self._db_backoff,
+                exc.__class__.__name__, " ".join(str(exc).split())[:500], self.policy.backoff,
                 extra={"action": "worker.db_error"},
             )
-        try:
-            connections[self.using].close()
-        except Exception:  # noqa: BLE001,S110
-            pass
+        self.policy.close_connection()
 
     def _on_db_back(self) -> None:
         logger.warning("database reachable again after %.1fs",
-                       time.monotonic() - (self._db_down_since or 0.0),
+                       self.policy.recovered(time.monotonic()) or 0.0,
                        extra={"action": "worker.db_back"})
-        self._db_backoff = 0.0
-        self._db_down_since = None
 
     def _give_up(self, exc: BaseException) -> bool:
         """A burst worker stops once the database stayed unreachable for give_up_after
         seconds (exit code 4): a cron or CI run must not hang. Its last retry is at that time."""
         now = time.monotonic()
-        if self._db_down_since is None:
-            self._db_down_since = now
-        left = self._db_down_since + self.options.give_up_after - now
-        if left > 0:
-            self._db_backoff = min(self._db_backoff, left)
+        if self.policy.give_up_in(self.options.give_up_after, now) > 0:
             return False
         logger.error(
             "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
-            "left (runjobs --burst --give-up-after %g)", now - self._db_down_since,
+            "left (runjobs --burst --give-up-after %g)", now - (self.policy.down_since or now),
             exc.__class__.__name__, " ".join(str(exc).split())[:300],
             self.options.give_up_after, extra={"action": "worker.gave_up"},
         )
@@ -417,7 +405,7 @@ class Worker:
             except (OperationalError, InterfaceError, DatabaseError) as exc:
                 self._on_db_error(exc)
                 if i + 1 < attempts:
-                    time.sleep(min(self._db_backoff, 2.0))
+                    time.sleep(min(self.policy.backoff, 2.0))
 
     # --- the rest -----------------------------------------------------------------------------
 
