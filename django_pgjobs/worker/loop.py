@@ -30,12 +30,10 @@ import time
 import uuid
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
-from django.db.backends.signals import connection_created
+from django.db import InterfaceError, OperationalError, connections
 
-from .. import conf, db, health, netsafety, queries, registry, rollup, signals
-from ..sql import workers
-from . import executor, maintenance, pooler
+from .. import conf, health, registry, rollup, signals
+from . import executor, maintenance, pooler, shutdown
 from .completer import REFUSED, Completer, send_robust
 from .handoff import Handoff
 from .leases import LeaseKeeper
@@ -45,6 +43,7 @@ from .policy import ErrorPolicy
 from .producer import Producer
 from .progress import ProgressWriter
 from .services import ServiceRunner
+from .session import Session
 from .slots import InFlight, Slots
 from .waiter import Waiter
 
@@ -63,6 +62,7 @@ class Worker:
         self.worker_id = (o.worker_id
                           or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
         self.using = o.using
+        self.session = Session(self.worker_id, o.using, o.inline)  # tags, keepalives, plans
         self.slots = Slots()
         self.recorder = rollup.Recorder()  # the dashboard's counts
         self.completer = Completer(self.slots, self.recorder, o.using)
@@ -80,7 +80,6 @@ class Worker:
         self._health: health.HealthServer | None = None
         self.policy = ErrorPolicy(o.using)  # database errors: backoff, outage, give up
         self._pause = 0.0  # after an unexpected error
-        self._statistics_checked = False
         self.waiter = Waiter(
             poll_interval=o.poll_interval, refill=min(o.batch_size, o.concurrency),
             wake=self._wake, stopping=self._stopping, slots=self.slots, completer=self.completer,
@@ -118,7 +117,7 @@ class Worker:
         self.last_step_at = now = time.monotonic()
         try:
             self.leases.expire_unrenewed(now)  # before anything that may wait on the network
-            self._prepare_connection()
+            self.session.prepare()
             if self.options.inline:  # run_jobs(): no services thread, the caller's transaction
                 self.services.run_due(now)
             self.leases.beat_if_due(now)
@@ -219,10 +218,7 @@ class Worker:
     def start(self) -> None:
         o = self.options
         self.producer.types = registry.registered_types()
-        if not o.inline:  # every connection of ours notices a dead link (netsafety.py)
-            netsafety.protect_alias(self.using)
-            connection_created.connect(self._set_server_keepalives, weak=False)
-        connection_created.connect(self._tag_connection, weak=False)
+        self.session.open()
         if o.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
@@ -236,7 +232,7 @@ class Worker:
         if listen:
             self._listener = Listener(
                 alias=self.using, channel=conf.get("NOTIFY_CHANNEL"), queues=o.queues,
-                wake=self.wake, application_name=self._app_name("listen"),
+                wake=self.wake, application_name=self.session.app_name("listen"),
             )
             self._listener.start()
             self.waiter.listener = self._listener
@@ -251,69 +247,7 @@ class Worker:
 
     def shutdown(self) -> None:
         """Release unstarted jobs, let running ones finish (heartbeating), release the rest."""
-        self._stopping.set()
-        self.services.stop()
-        self._with_db_retry(self._release_unstarted, attempts=3)
-        self._drain(time.monotonic() + self.options.shutdown_timeout)
-        self._with_db_retry(self._write_finished, attempts=3)
-        self.handoff.close()
-        join_deadline = time.monotonic() + 2.0
-        for t in self._threads:
-            t.join(max(0.0, join_deadline - time.monotonic()))
-        if self._listener is not None:
-            self._listener.stop()
-        self.services.join(max(0.0, join_deadline - time.monotonic()))
-        signals.job_reaped.disconnect(dispatch_uid=("pgjobs.worker", id(self)))
-        self._with_db_retry(lambda: self.recorder.flush(self.using), attempts=2)
-        if self._health is not None:
-            self._health.stop()
-        # Last: an abandoned handler keeps running until this process exits, so its job becomes
-        # claimable elsewhere only now (not before the 2 s thread join above).
-        if len(self.slots):
-            self._with_db_retry(self._release_running, attempts=3)
-            self._with_db_retry(self._write_finished, attempts=3)  # runs that ended meanwhile
-        self._with_db_retry(lambda: workers.delete_worker(self.worker_id, using=self.using), 2)
-        connection_created.disconnect(self._tag_connection)
-        connection_created.disconnect(self._set_server_keepalives)
-        logger.info(
-            "worker %s stopped: %s jobs finished", self.worker_id, self.finished_total,
-            extra={"action": "worker.stopped"},
-        )
-
-    def _drain(self, deadline: float) -> None:
-        """Until ``deadline``, write what ends and keep the leases of what still runs."""
-        while len(self.slots) and time.monotonic() < deadline:
-            self._guarded(self._write_finished)
-            self._guarded(lambda: self.leases.beat_if_due(time.monotonic()))
-            self._guarded(lambda: self.progress.write_if_due(time.monotonic()))
-            self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
-            self._wake.clear()
-
-    def _write_finished(self) -> None:
-        try:
-            self.completer.write(self.completer.take())
-        except REFUSED as exc:
-            self.completer.write_singly(exc)
-
-    def _release_unstarted(self) -> None:
-        if n := self.producer.give_back(self.slots.all(),
-                                        reason="released unstarted at worker shutdown"):
-            logger.info("released %s unstarted jobs", n, extra={"action": "worker.released"})
-
-    def _release_running(self) -> None:
-        stuck = self.slots.abandon_running()
-        if stuck:
-            queries.release(
-                [(i.job.id, i.job._lease) for i in stuck],
-                reason=f"interrupted: still running after the {self.options.shutdown_timeout}s "
-                "shutdown timeout",
-                using=self.using,
-            )
-            logger.warning(
-                "released %s jobs still running after the shutdown timeout: %s", len(stuck),
-                ", ".join(f"{i.job.type}#{i.job.id}" for i in stuck),
-                extra={"action": "worker.released_running"},
-            )
+        shutdown.stop_gracefully(self)
 
     # --- waiting ------------------------------------------------------------------------------
 
@@ -397,27 +331,10 @@ class Worker:
         except Exception as exc:  # noqa: BLE001
             self._on_step_error(exc)
 
-    def _with_db_retry(self, fn: Any, attempts: int) -> None:
-        for i in range(attempts):
-            try:
-                fn()
-                return
-            except (OperationalError, InterfaceError, DatabaseError) as exc:
-                self._on_db_error(exc)
-                if i + 1 < attempts:
-                    time.sleep(min(self.policy.backoff, 2.0))
-
     # --- the rest -----------------------------------------------------------------------------
 
     def _limited(self, queues: list[str]) -> None:
         self.producer.limited = queues
-
-    def _prepare_connection(self) -> None:
-        if not self._statistics_checked:  # a fresh table gets planner statistics first
-            db.analyze_if_never_analyzed(using=self.using)
-            self._statistics_checked = True
-        if not self.options.inline:  # the caller's connection is not ours to configure
-            db.use_generic_plans(using=self.using)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals_seen += 1
@@ -448,19 +365,3 @@ class Worker:
                 "with @django_pgjobs.handler in a jobs.py module of an installed app",
                 extra={"action": "worker.no_handlers"},
             )
-
-    def _app_name(self, role: str) -> str:
-        return f"pgjobs:{self.worker_id}:{role}"[:63]
-
-    def _set_server_keepalives(self, sender: Any, connection: Any, **kwargs: Any) -> None:
-        if connection.alias == self.using:
-            netsafety.on_connection_created(sender, connection)
-
-    def _tag_connection(self, sender: Any, connection: Any, **kwargs: Any) -> None:
-        thread = threading.current_thread()
-        role = ("main" if thread is threading.main_thread()
-                else "services" if thread.name == "pgjobs-services" else "exec")
-        try:
-            db.tag_session(connection, self._app_name(role))
-        except DatabaseError:  # pragma: no cover - tagging is best effort
-            pass
