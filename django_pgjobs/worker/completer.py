@@ -47,7 +47,7 @@ class Completer:
 
     def put(self, item: InFlight, completion: Completion) -> int:
         """Hand over a run's outcome (any thread); returns how many wait (a hint)."""
-        item.job._on_progress = None  # its last progress travels with the outcome
+        item.job.detach_progress()  # its last progress travels with the outcome
         self._finished.put((item, completion))
         return self._finished.qsize()
 

@@ -134,7 +134,7 @@ def _execute_in_transaction(
 def outcome_of_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
     """The Completion of a handler that returned ``value``."""
     patch, bad_result = _result_patch(value, job)
-    done = Completion(id=job.id, token=job._lease, attempt=job.attempts, status="",
+    done = Completion(id=job.id, token=job.lease_text, attempt=job.attempts, status="",
                       duration_ms=duration_ms, progress=job.progress_record())
     if bad_result is not None:
         done.status = JobStatus.FAILED
@@ -154,7 +154,7 @@ def outcome_of_error(
     if decision.problem:
         error = f"{error.rstrip()}\n[django-pgjobs] {storable_text(decision.problem)}"
     return Completion(
-        id=job.id, token=job._lease, attempt=job.attempts, status=decision.status,
+        id=job.id, token=job.lease_text, attempt=job.attempts, status=decision.status,
         error=error, duration_ms=duration_ms, delay=decision.delay, run_at=decision.run_at,
         note=decision.note, progress=job.progress_record(),
     )

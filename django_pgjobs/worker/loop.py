@@ -181,7 +181,7 @@ class Worker:
         if not self.slots.start(item, time.monotonic()):  # released by a shutdown meanwhile
             return
         job = item.job
-        job._on_progress = self.progress.report
+        job.attach_progress(self.progress.report)
         try:
             if logger.isEnabledFor(logging.DEBUG):  # at INFO the one line per job is its outcome
                 logger.debug(

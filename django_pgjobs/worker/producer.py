@@ -120,8 +120,8 @@ class Producer:
                 trace_id=row.trace_id, tenant_id=row.tenant_id, created_at=row.created_at,
                 worker_id=self.worker_id, lease_token=row.lease_token,
                 cancel_requested=row.cancel_requested,
+                lease_until=self._claim_sent + self.options.lease_seconds,
             )
-            job._lease_until = self._claim_sent + self.options.lease_seconds
             items.append(InFlight(job, spec, deadline=(now + timeout) if timeout else None))
         return items
 
@@ -166,7 +166,7 @@ class Producer:
         if not released:
             return 0
         try:
-            queries.release([(i.job.id, i.job._lease) for i in released], reason=reason,
+            queries.release([(i.job.id, i.job.lease_text) for i in released], reason=reason,
                             using=self.options.using)
         except BaseException:
             self.slots.unrelease(released)

@@ -81,7 +81,7 @@ def _release_running(w: Worker) -> None:
     stuck = w.slots.abandon_running()
     if stuck:
         queries.release(
-            [(i.job.id, i.job._lease) for i in stuck],
+            [(i.job.id, i.job.lease_text) for i in stuck],
             reason=f"interrupted: still running after the {w.options.shutdown_timeout}s "
             "shutdown timeout",
             using=w.using,
