@@ -5,6 +5,8 @@ A claim fills the free threads and, while every job held is of a type that runs 
 the threads' queue before it runs dry, and a round trip carries up to ``batch_size`` jobs
 instead of one per free thread. Queues with a concurrency limit are claimed first, in their own
 short transactions, and only for free threads (a held job would count against the cap).
+The outcomes that ride in a claim's round trip are written through the completer
+(completer.write_with_claim; completer.py says who writes a job's outcome).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..context import JobContext
 from ..queries import ClaimedRow, Completion
 from ..registry import HandlerSpec
 from ..status import JobStatus
+from . import completer
 from .handoff import Handoff
 from .options import WorkerOptions
 from .slots import DONE, STARTED, InFlight, Slots
@@ -74,7 +77,7 @@ class Producer:
         """Write ``completions`` and claim up to ``limit`` jobs, in one round trip."""
         o = self.options
         self._claim_sent = time.monotonic()
-        written, rows = queries.finalize_and_claim(  # no round trip when there is nothing to do
+        written, rows = completer.write_with_claim(  # no round trip when there is nothing to do
             completions, worker_id=self.worker_id, types=self.types, queues=o.queues,
             limit=limit, lease_seconds=o.lease_seconds, fair=o.fair_share,
             after_tenant=self._tenant_cursor, using=o.using,
