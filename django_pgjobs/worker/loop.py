@@ -1,21 +1,22 @@
-"""The worker: claim -> run -> finalize on one thread, maintenance on another.
+"""The worker, the composition root: it builds the parts, starts them, and runs the pipeline.
 
     run()
-      start()              signals, executor threads, listener, services (queue controls and
-                           the reaper run once first), health server
+      start()              signals, executor threads (runner.py), listener, services (queue
+                           controls and the reaper run once first), health server
       while running:
         run_once()
           leases           heartbeat + timeouts when due (leases.py)
           cycle            ONE round trip: write the runs that ended and claim as many jobs
                            as that frees (producer.py, completer.py); capped queues first
-        wait()             NOTIFY, enough finished runs (a 2 ms batching window), the poll
-                           interval, the next heartbeat, or the database backoff
+        waiter.wait()      NOTIFY, enough finished runs (a 2 ms batching window), the poll
+                           interval, the next heartbeat, or the database backoff (waiter.py)
       shutdown()           release unstarted jobs, drain running ones (heartbeating), release
-                           what is left, remove the worker row
+                           what is left, remove the worker row (shutdown.py)
 
 The main thread owns the conversation about job state; ``concurrency`` daemon threads run
-handlers (executor.py), each with its own connection; claimed jobs reach them through a
-Handoff. Maintenance (reaper, cron, pruning, rollups) runs on the services thread
+handlers (runner.py, executor.py), each with its own connection; claimed jobs reach them
+through a Handoff. Who writes a job's outcome: completer.py. Database errors: one ErrorPolicy
+(policy.py). Maintenance (reaper, cron, pruning, rollups) runs on the services thread
 (services.py, maintenance.py) with its own connection: no pass can delay a heartbeat or a claim.
 """
 
@@ -30,11 +31,11 @@ import time
 import uuid
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, connections
+from django.db import InterfaceError, OperationalError
 
 from .. import conf, health, registry, rollup, signals
-from . import executor, maintenance, pooler, shutdown
-from .completer import REFUSED, Completer, send_robust
+from . import maintenance, pooler, shutdown
+from .completer import REFUSED, Completer
 from .handoff import Handoff
 from .leases import LeaseKeeper
 from .listener import Listener
@@ -42,6 +43,7 @@ from .options import WorkerOptions
 from .policy import ErrorPolicy
 from .producer import Producer
 from .progress import ProgressWriter
+from .runner import Runner
 from .services import ServiceRunner
 from .session import Session
 from .slots import InFlight, Slots
@@ -75,7 +77,6 @@ class Worker:
         self.progress = ProgressWriter(o.using, self.wake)
         self._stopping = threading.Event()
         self._signals_seen = 0
-        self._threads: list[threading.Thread] = []
         self._listener: Listener | None = None
         self._health: health.HealthServer | None = None
         self.policy = ErrorPolicy(o.using)  # database errors: backoff, outage, give up
@@ -85,6 +86,10 @@ class Worker:
             wake=self._wake, stopping=self._stopping, slots=self.slots, completer=self.completer,
             producer=self.producer, leases=self.leases, progress=self.progress,
             handoff=self.handoff, claim_once=self.run_once)
+        self.runner = Runner(  # the executor threads
+            slots=self.slots, handoff=self.handoff, completer=self.completer,
+            progress=self.progress, waiter=self.waiter, wake=self._wake.set, using=o.using,
+            inline=o.inline)
         self.exit_code = 0
         self.last_step_at = time.monotonic()  # /livez: the loop keeps stepping
 
@@ -172,46 +177,8 @@ class Worker:
         self.waiter.note_held(len(self.slots))
         if o.inline:
             for item in self.handoff.take_back():
-                self.run_item(item)
+                self.runner.run_item(item)
         return claimed
-
-    def run_item(self, item: InFlight) -> None:
-        """Run one claimed job on the calling thread: an executor thread, or the caller of
-        run_once() with ``inline`` (testing.run_jobs)."""
-        if not self.slots.start(item, time.monotonic()):  # released by a shutdown meanwhile
-            return
-        job = item.job
-        job.attach_progress(self.progress.report)
-        try:
-            if logger.isEnabledFor(logging.DEBUG):  # at INFO the one line per job is its outcome
-                logger.debug(
-                    "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
-                    job.queue, job.attempts, job.max_attempts, job.trace_id,
-                    extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
-                           "trace_id": job.trace_id},
-                )
-            send_robust(signals.job_started, sender=job.type, job=job)
-            completion = executor.execute(item.spec, job, using=self.using,
-                                          inline=self.options.inline)
-        except Exception as exc:  # noqa: BLE001 - a bug of ours fails the job, not the thread
-            logger.exception("job %s#%s: the worker failed around its run", job.type, job.id,
-                             extra={"action": "worker.run_error", "job_id": job.id})
-            completion = executor.outcome_of_error(item.spec, job, exc, 0)
-        self.handoff.ran(job.type, time.monotonic() - item.started_at)
-        if not self.slots.finish(item):  # timed out: its outcome is written already
-            self._wake.set()
-            return
-        ended = self.completer.put(item, completion)
-        if self.waiter.should_wake(ended):
-            self._wake.set()
-
-    def _executor_thread(self) -> None:
-        while True:
-            item = self.handoff.get()
-            if item is None:  # closed by the shutdown
-                connections.close_all()  # this thread's own connections
-                return
-            self.run_item(item)
 
     # --- start / stop -------------------------------------------------------------------------
 
@@ -222,10 +189,7 @@ class Worker:
         if o.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        for i in range(0 if o.inline else o.concurrency):
-            t = threading.Thread(target=self._executor_thread, name=f"pgjobs-exec-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
+        self.runner.start(0 if o.inline else o.concurrency)
         listen = o.listen and not o.burst
         if not o.inline:  # the caller's connection (run_jobs) is not ours to probe
             listen = pooler.check_at_start(self.using, listen=listen, poll_interval=o.poll_interval)

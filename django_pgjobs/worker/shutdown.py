@@ -33,8 +33,7 @@ def stop_gracefully(w: Worker) -> None:
     _with_db_retry(w, lambda: _write_finished(w), attempts=3)
     w.handoff.close()
     join_deadline = time.monotonic() + JOIN_WAIT
-    for t in w._threads:
-        t.join(max(0.0, join_deadline - time.monotonic()))
+    w.runner.join(join_deadline)
     if w._listener is not None:
         w._listener.stop()
     w.services.join(max(0.0, join_deadline - time.monotonic()))
