@@ -33,7 +33,7 @@ class JobContext:
         self, *, id: int, type: str, queue: str, priority: int,  # noqa: A002
         config: dict[str, Any], attempts: int, max_attempts: int, trace_id: str | None,
         tenant_id: str | None, created_at: datetime, worker_id: str, lease_token: UUID | str,
-        cancel_requested: bool = False,
+        cancel_requested: bool = False, lease_until: float = math.inf,
     ):
         self.id = id
         self.type = type
@@ -50,7 +50,7 @@ class JobContext:
         self._lease = str(lease_token)
         self._cancel_requested = cancel_requested
         self._lease_lost = False  # the database said so, or the lease keeper noticed
-        self._lease_until = math.inf  # monotonic: the lease surely holds until then
+        self._lease_until = lease_until  # monotonic: the lease surely holds until then
         self.item_errors: list[dict[str, Any]] = []
         self._progress: tuple[Any, Any, str | None, float] | None = None  # + time.monotonic()
         # The worker's ProgressWriter.report: writes it later, on the worker's connection.
@@ -60,6 +60,11 @@ class JobContext:
     def lease_token(self) -> UUID:
         """The token of this run's lease: the worker's writes to the job carry it."""
         return UUID(self._lease)
+
+    @property
+    def lease_text(self) -> str:
+        """The lease token as text, as the worker's statements send it back."""
+        return self._lease
 
     @property
     def attempt(self) -> int:
@@ -80,6 +85,43 @@ class JobContext:
         Also true, by the worker's own clock, once the lease was not renewed within its length
         (a worker cut off from the database): by then another worker may run the job."""
         return self._lease_lost or time.monotonic() >= self._lease_until
+
+    # --- the worker's side: set by the worker only (leases.py, producer.py, completer.py) ---
+
+    @property
+    def lease_until(self) -> float:
+        """Monotonic: by the worker's clock the lease surely holds until then."""
+        return self._lease_until
+
+    @property
+    def lease_marked_lost(self) -> bool:
+        """The worker marked the lease lost (the database said so, or it ran out by our clock)."""
+        return self._lease_lost
+
+    def renewed(self, until: float) -> None:
+        """The heartbeat renewed the lease: it holds until ``until``. A lost lease stays lost."""
+        if self._lease_until > time.monotonic():
+            self._lease_until = until
+
+    def lose_lease(self) -> None:
+        self._lease_lost = True
+
+    def set_cancel_requested(self, flag: bool) -> None:
+        self._cancel_requested = flag
+
+    def attach_progress(self, report: Callable[[JobContext], None]) -> None:
+        """While it runs, each progress report is handed to ``report`` (the ProgressWriter)."""
+        self._on_progress = report
+
+    def detach_progress(self) -> None:
+        """The run ended: its last progress travels with its outcome."""
+        self._on_progress = None
+
+    @property
+    def progress_attached(self) -> bool:
+        return self._on_progress is not None
+
+    # --- the handler's side ---
 
     def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
         """Report how far the run got: ``done`` of ``total`` (None: unknown), and a short note.

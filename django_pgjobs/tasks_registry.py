@@ -168,7 +168,7 @@ _running: dict[tuple[int, Any], _Run] = {}  # {(job id, lease): run}
 def run_task_job(job: JobContext) -> dict[str, Any]:
     """The handler of every task job: load, announce, call, return ``{"return_value": …}``."""
     result = _load_result(job)
-    run = _running[(job.id, job._lease)] = _Run(result)
+    run = _running[(job.id, job.lease_text)] = _Run(result)
     try:
         return _call(result, job)
     except BaseException as exc:  # kept for task_finished's exception context, then re-raised
@@ -232,7 +232,7 @@ def _send_task_finished(
     ``task_result.status`` is SUCCESSFUL or FAILED when the task is done, READY when a retry is
     scheduled. Nothing is sent when the lease had been lost (another worker owns the task).
     """
-    run = _running.pop((job.id, job._lease), None)
+    run = _running.pop((job.id, job.lease_text), None)
     if run is None or not applied:
         return
     _apply(run.result, completion)

@@ -1,5 +1,22 @@
-"""The completer: collects the outcomes of finished runs, and once they are written frees their
-slots, counts, logs and signals them.
+"""The completer: the one owner of every job's outcome write. It collects the outcomes of
+finished runs, writes them, and once they are written frees their slots, counts, logs and
+signals them.
+
+Who writes a job's outcome: this module, on one of three paths, each write fenced by the run's
+lease (status, attempt, token: no row matched means the lease was lost, and nothing is
+overwritten):
+
+    with the claim     write_with_claim(): the batch rides in the producer's claim, one round
+                       trip (queries.finalize_and_claim); Producer.finalize_and_claim calls it
+    on its own         Completer.write() (queries.finalize): when no claim follows (capped
+                       queues, shutdown), and job by job after a refusal (write_singly)
+    in a transaction   finalize_in_transaction(): a transactional handler's outcome, written
+                       inside the handler's transaction, which executor.py opens and calls it
+                       in (exactly-once effects); the completer later only settles it
+                       (``Completion.written``)
+
+Nothing else writes an outcome: executor.py turns a run into a Completion; leases.py (timeouts)
+and producer.py (a config that cannot be decoded) hand theirs over through ``put()``.
 
 Executor threads ``put()`` outcomes; the main thread ``take()``s a batch, writes it (usually in
 the claim's round trip, see producer.py) and ``settle()``s it. A batch stays in ``unwritten``
@@ -18,7 +35,7 @@ from django.db import DataError, IntegrityError
 
 from .. import queries, signals
 from ..context import JobContext
-from ..queries import Completion
+from ..queries import ClaimedRow, Completion
 from ..rollup import Recorder
 from ..status import JobStatus
 from . import console
@@ -47,7 +64,7 @@ class Completer:
 
     def put(self, item: InFlight, completion: Completion) -> int:
         """Hand over a run's outcome (any thread); returns how many wait (a hint)."""
-        item.job._on_progress = None  # its last progress travels with the outcome
+        item.job.detach_progress()  # its last progress travels with the outcome
         self._finished.put((item, completion))
         return self._finished.qsize()
 
@@ -139,6 +156,22 @@ class Completer:
                         completion=completion, applied=applied)
         if lines:
             direct.write_messages(logger.name, logging.INFO, lines)
+
+
+def write_with_claim(completions: list[Completion], **claim: Any
+                     ) -> tuple[set[int], list[ClaimedRow]]:
+    """Write ``completions`` in the producer's claim (``claim``: its arguments), one round trip:
+    the ids written and the rows claimed."""
+    return queries.finalize_and_claim(completions, **claim)
+
+
+def finalize_in_transaction(done: Completion, using: str) -> bool:
+    """Write a transactional handler's outcome inside its open transaction (executor.py);
+    False: the lease was lost, and the caller must roll the transaction back."""
+    if done.id not in queries.finalize([done], using=using):
+        return False
+    done.written = True
+    return True
 
 
 def send_robust(signal: Any, **kwargs: Any) -> None:

@@ -1,4 +1,6 @@
-"""Run one handler and turn whatever happened into a Completion. Never writes job state."""
+"""Run one handler and turn whatever happened into a Completion. Writes no job state itself:
+a transactional handler's outcome is written inside its transaction by the completer's
+finalize_in_transaction (completer.py says who writes a job's outcome)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.backends.signals import connection_created
 
-from .. import conf, netsafety, queries, retry
+from .. import conf, netsafety, retry
 from ..context import JobContext
 from ..exceptions import Fail, LeaseLost
 from ..queries import Completion
 from ..registry import HandlerSpec
 from ..status import JobStatus
 from ..tracing import current_job_id, current_trace_id
+from .completer import finalize_in_transaction
 from .storable import storable_json, storable_text
 
 logger = logging.getLogger("django_pgjobs.worker")
@@ -122,19 +125,18 @@ def _execute_in_transaction(
         done = outcome_of_return(job, value, int((time.monotonic() - started) * 1000))
         if done.status not in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS):
             raise Fail(done.error or "handler result refused")
-        if job.id not in queries.finalize([done], using=using):
+        if not finalize_in_transaction(done, using):
             raise LeaseLost(
                 f"job {job.id} was taken over before its transaction committed; its writes "
                 "were rolled back"
             )
-        done.written = True
     return done
 
 
 def outcome_of_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
     """The Completion of a handler that returned ``value``."""
     patch, bad_result = _result_patch(value, job)
-    done = Completion(id=job.id, token=job._lease, attempt=job.attempts, status="",
+    done = Completion(id=job.id, token=job.lease_text, attempt=job.attempts, status="",
                       duration_ms=duration_ms, progress=job.progress_record())
     if bad_result is not None:
         done.status = JobStatus.FAILED
@@ -154,7 +156,7 @@ def outcome_of_error(
     if decision.problem:
         error = f"{error.rstrip()}\n[django-pgjobs] {storable_text(decision.problem)}"
     return Completion(
-        id=job.id, token=job._lease, attempt=job.attempts, status=decision.status,
+        id=job.id, token=job.lease_text, attempt=job.attempts, status=decision.status,
         error=error, duration_ms=duration_ms, delay=decision.delay, run_at=decision.run_at,
         note=decision.note, progress=job.progress_record(),
     )

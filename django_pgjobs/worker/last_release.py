@@ -24,7 +24,7 @@ def release_held(slots: Slots, using: str, reason: str) -> int | None:
     """Release the jobs held in ``slots``; the number released, None if it did not finish in
     time or failed (logged). On a thread of its own: a connection of its own, never the one
     the interrupted main thread may be in the middle of using."""
-    leases = [(i.job.id, i.job._lease) for i in slots.all() if i.state in (QUEUED, STARTED, DONE)]
+    leases = [(i.job.id, i.job.lease_text) for i in slots.all() if i.state in (QUEUED, STARTED, DONE)]
     if not leases:
         return 0
     released: list[int] = []

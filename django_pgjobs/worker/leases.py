@@ -58,20 +58,20 @@ class LeaseKeeper:
 
     def until_lost(self, now: float) -> float:
         """Seconds until the first lease held runs out by our clock (inf: none held)."""
-        return max(0.0, min((i.job._lease_until for i in self.slots.all()
-                             if not i.job._lease_lost), default=math.inf) - now)
+        return max(0.0, min((i.job.lease_until for i in self.slots.all()
+                             if not i.job.lease_marked_lost), default=math.inf) - now)
 
     def expire_unrenewed(self, now: float) -> None:
         """Mark lost the leases not renewed within their length, by our clock (see above):
         of every job held, its run ended or not (its outcome is not written yet)."""
         expired = [i for i in self.slots.all()
-                   if i.job._lease_until <= now and not i.job._lease_lost]
+                   if i.job.lease_until <= now and not i.job.lease_marked_lost]
         for item in expired:
-            item.job._lease_lost = True
+            item.job.lose_lease()
             logger.warning(
                 "job.lease_lost %s#%s: its lease was not renewed for %.1fs (the lease is %ss); "
                 "the handler sees job.lease_lost, its outcome will be discarded", item.job.type,
-                item.job.id, now - item.job._lease_until + self.options.lease_seconds,
+                item.job.id, now - item.job.lease_until + self.options.lease_seconds,
                 self.options.lease_seconds,
                 extra={"action": "job.lease_lost", "job_id": item.job.id},
             )
@@ -84,15 +84,14 @@ class LeaseKeeper:
         if items:
             sent = time.monotonic()  # the database's new expiry is later than sent + lease
             held = queries.heartbeat(
-                [(i.job.id, i.job._lease) for i in items], o.lease_seconds, using=o.using
+                [(i.job.id, i.job.lease_text) for i in items], o.lease_seconds, using=o.using
             )
             for item in items:
                 if item.job.id in held:
-                    item.job._cancel_requested = held[item.job.id]
-                    if item.job._lease_until > time.monotonic():  # lost stays lost
-                        item.job._lease_until = sent + o.lease_seconds
-                elif not item.job._lease_lost:
-                    item.job._lease_lost = True
+                    item.job.set_cancel_requested(held[item.job.id])
+                    item.job.renewed(sent + o.lease_seconds)
+                elif not item.job.lease_marked_lost:
+                    item.job.lose_lease()
                     logger.warning(
                         "job.lease_lost %s#%s: another worker or the reaper took it over; its "
                         "outcome will be discarded", item.job.type, item.job.id,

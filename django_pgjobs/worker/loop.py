@@ -1,21 +1,22 @@
-"""The worker: claim -> run -> finalize on one thread, maintenance on another.
+"""The worker, the composition root: it builds the parts, starts them, and runs the pipeline.
 
     run()
-      start()              signals, executor threads, listener, services (queue controls and
-                           the reaper run once first), health server
+      start()              signals, executor threads (runner.py), listener, services (queue
+                           controls and the reaper run once first), health server
       while running:
         run_once()
           leases           heartbeat + timeouts when due (leases.py)
           cycle            ONE round trip: write the runs that ended and claim as many jobs
                            as that frees (producer.py, completer.py); capped queues first
-        wait()             NOTIFY, enough finished runs (a 2 ms batching window), the poll
-                           interval, the next heartbeat, or the database backoff
+        waiter.wait()      NOTIFY, enough finished runs (a 2 ms batching window), the poll
+                           interval, the next heartbeat, or the database backoff (waiter.py)
       shutdown()           release unstarted jobs, drain running ones (heartbeating), release
-                           what is left, remove the worker row
+                           what is left, remove the worker row (shutdown.py)
 
 The main thread owns the conversation about job state; ``concurrency`` daemon threads run
-handlers (executor.py), each with its own connection; claimed jobs reach them through a
-Handoff. Maintenance (reaper, cron, pruning, rollups) runs on the services thread
+handlers (runner.py, executor.py), each with its own connection; claimed jobs reach them
+through a Handoff. Who writes a job's outcome: completer.py. Database errors: one ErrorPolicy
+(policy.py). Maintenance (reaper, cron, pruning, rollups) runs on the services thread
 (services.py, maintenance.py) with its own connection: no pass can delay a heartbeat or a claim.
 """
 
@@ -30,33 +31,29 @@ import time
 import uuid
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
-from django.db.backends.signals import connection_created
+from django.db import InterfaceError, OperationalError
 
-from .. import conf, db, health, netsafety, queries, registry, rollup, signals
-from ..sql import workers
-from . import executor, last_release, maintenance, pooler
-from .completer import REFUSED, Completer, send_robust
+from .. import conf, health, registry, rollup, signals
+from . import last_release, maintenance, pooler, shutdown
+from .completer import REFUSED, Completer
 from .handoff import Handoff
 from .leases import LeaseKeeper
-from .listener import Armed, Listener
+from .listener import Listener
 from .options import WorkerOptions
+from .policy import EXIT_DATABASE_UNREACHABLE, ErrorPolicy
 from .producer import Producer
 from .progress import ProgressWriter
+from .runner import Runner
 from .services import ServiceRunner
+from .session import Session
 from .slots import InFlight, Slots
 from .unknown_types import BurstReport
+from .waiter import Waiter
 
 logger = logging.getLogger("django_pgjobs.worker")
 
-BATCH_WINDOW = 0.002  # seconds without another run ending that end a micro-batch
-BATCH_WINDOW_MAX = 0.010  # the longest a finished run waits for others to share its round trip
 STEP_ERROR_PAUSE = 1.0  # seconds the loop rests after an unexpected error in a step
-DB_BACKOFF_MAX = 5.0  # seconds: the longest wait before trying an unreachable database again
-EXIT_DATABASE_UNREACHABLE = 4  # a burst worker gave up on the database (--give-up-after)
 FIRST_SERVICES = ("queue_controls", "reaper")  # before the first claim
-GATE_WAIT = 0.02  # seconds a worker going to sleep waits for the doorbell's gate, then retries
-NAP = 0.005  # seconds an idle worker whose last claim found jobs waits before the next, unarmed
 
 
 class Worker:
@@ -67,6 +64,7 @@ class Worker:
         self.worker_id = (o.worker_id
                           or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
         self.using = o.using
+        self.session = Session(self.worker_id, o.using, o.inline)  # tags, keepalives, plans
         self.slots = Slots()
         self.recorder = rollup.Recorder()  # the dashboard's counts
         self.completer = Completer(self.slots, self.recorder, o.using)
@@ -80,20 +78,21 @@ class Worker:
         self._stopping = threading.Event()
         self._signals_seen = 0
         self._stop_error_logged = False  # _log_stopping_error
-        self._threads: list[threading.Thread] = []
-        self._listener: Listener | None = None
-        self._health: health.HealthServer | None = None
-        self._db_backoff = 0.0
-        self._db_down_since: float | None = None  # monotonic: first failure of the outage
-        self._pause = 0.0  # after an unexpected error
-        self._statistics_checked = False
         # A burst worker names unknown due types itself (a long-lived one: its services).
         self._unknown = BurstReport(o.using) if o.burst and not o.inline else None
-        self._claimed_last = False  # the last claim found jobs (the doorbell waits: NAP)
-        # A finished run wakes the loop, which then waits up to BATCH_WINDOW for the other
-        # running jobs to end too (or this many), so that one round trip records them all.
-        # With prefetched jobs held, it waits for half of them (see cycle).
-        self._base_refill = self._refill = max(1, min(o.batch_size, o.concurrency))
+        self._listener: Listener | None = None
+        self._health: health.HealthServer | None = None
+        self.policy = ErrorPolicy(o.using)  # database errors: backoff, outage, give up
+        self._pause = 0.0  # after an unexpected error
+        self.waiter = Waiter(
+            poll_interval=o.poll_interval, refill=min(o.batch_size, o.concurrency),
+            wake=self._wake, stopping=self._stopping, slots=self.slots, completer=self.completer,
+            producer=self.producer, leases=self.leases, progress=self.progress,
+            handoff=self.handoff, claim_once=self.run_once)
+        self.runner = Runner(  # the executor threads
+            slots=self.slots, handoff=self.handoff, completer=self.completer,
+            progress=self.progress, waiter=self.waiter, wake=self._wake.set, using=o.using,
+            inline=o.inline)
         self.exit_code = 0
         self.last_step_at = time.monotonic()  # /livez: the loop keeps stepping
 
@@ -127,7 +126,7 @@ class Worker:
         self.last_step_at = now = time.monotonic()
         try:
             self.leases.expire_unrenewed(now)  # before anything that may wait on the network
-            self._prepare_connection()
+            self.session.prepare()
             if self.options.inline:  # run_jobs(): no services thread, the caller's transaction
                 self.services.run_due(now)
             self.leases.beat_if_due(now)
@@ -138,10 +137,10 @@ class Worker:
             if self.options.prefetch and not self.options.inline:
                 self.producer.release_held()
             claimed = self.cycle()
-            self._claimed_last = claimed > 0
+            self.waiter.note_claimed(claimed)
             if self._unknown is not None and not self._unknown.first_done:
                 self._unknown.after_first_claim()
-            if self._db_down_since is not None:
+            if self.policy.down_since is not None:
                 self._on_db_back()
             return claimed
         except (OperationalError, InterfaceError) as exc:
@@ -181,77 +180,32 @@ class Worker:
         claimed += len(rows)
         # Claim again at once only if the batch size, not the room, capped this claim.
         self.producer.last_claim_full = 0 < limit < room and claimed == limit
-        # Wake for the next cycle once half of what is held has ended (or all of it, or the
-        # micro-batch window closed): the other half keeps the threads busy meanwhile.
-        self._refill = max(self._base_refill, len(self.slots) // 2)
+        self.waiter.note_held(len(self.slots))
         if o.inline:
             for item in self.handoff.take_back():
-                self.run_item(item)
+                self.runner.run_item(item)
         return claimed
-
-    def run_item(self, item: InFlight) -> None:
-        """Run one claimed job on the calling thread: an executor thread, or the caller of
-        run_once() with ``inline`` (testing.run_jobs)."""
-        if not self.slots.start(item, time.monotonic()):  # released by a shutdown meanwhile
-            return
-        job = item.job
-        job._on_progress = self.progress.report
-        try:
-            if logger.isEnabledFor(logging.DEBUG):  # at INFO the one line per job is its outcome
-                logger.debug(
-                    "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
-                    job.queue, job.attempts, job.max_attempts, job.trace_id,
-                    extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
-                           "trace_id": job.trace_id},
-                )
-            send_robust(signals.job_started, sender=job.type, job=job)
-            completion = executor.execute(item.spec, job, using=self.using,
-                                          inline=self.options.inline)
-        except Exception as exc:  # noqa: BLE001 - a bug of ours fails the job, not the thread
-            logger.exception("job %s#%s: the worker failed around its run", job.type, job.id,
-                             extra={"action": "worker.run_error", "job_id": job.id})
-            completion = executor.outcome_of_error(item.spec, job, exc, 0)
-        self.handoff.ran(job.type, time.monotonic() - item.started_at)
-        if not self.slots.finish(item):  # timed out: its outcome is written already
-            self._wake.set()
-            return
-        ended = self.completer.put(item, completion)
-        if ended == 1 or ended >= self._refill or ended >= len(self.slots):  # a hint: no lock
-            self._wake.set()
-
-    def _executor_thread(self) -> None:
-        while True:
-            item = self.handoff.get()
-            if item is None:  # closed by the shutdown
-                connections.close_all()  # this thread's own connections
-                return
-            self.run_item(item)
 
     # --- start / stop -------------------------------------------------------------------------
 
     def start(self) -> None:
         o = self.options
         self.producer.types = registry.registered_types()
-        if not o.inline:  # every connection of ours notices a dead link (netsafety.py)
-            netsafety.protect_alias(self.using)
-            connection_created.connect(self._set_server_keepalives, weak=False)
-        connection_created.connect(self._tag_connection, weak=False)
+        self.session.open()
         if o.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        for i in range(0 if o.inline else o.concurrency):
-            t = threading.Thread(target=self._executor_thread, name=f"pgjobs-exec-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
+        self.runner.start(0 if o.inline else o.concurrency)
         listen = o.listen and not o.burst
         if not o.inline:  # the caller's connection (run_jobs) is not ours to probe
             listen = pooler.check_at_start(self.using, listen=listen, poll_interval=o.poll_interval)
         if listen:
             self._listener = Listener(
                 alias=self.using, channel=conf.get("NOTIFY_CHANNEL"), queues=o.queues,
-                wake=self.wake, application_name=self._app_name("listen"),
+                wake=self.wake, application_name=self.session.app_name("listen"),
             )
             self._listener.start()
+            self.waiter.listener = self._listener
         signals.job_reaped.connect(self.recorder.on_reaped, weak=False,
                                    dispatch_uid=("pgjobs.worker", id(self)))
         self.services.run_now(FIRST_SERVICES)  # capped queues known, crashed work rescued
@@ -263,71 +217,7 @@ class Worker:
 
     def shutdown(self) -> None:
         """Release unstarted jobs, let running ones finish (heartbeating), release the rest."""
-        self._stopping.set()
-        self.services.stop()
-        self._with_db_retry(self._release_unstarted, attempts=3)
-        self._drain(time.monotonic() + self.options.shutdown_timeout)
-        self._with_db_retry(self._write_finished, attempts=3)
-        self.handoff.close()
-        join_deadline = time.monotonic() + 2.0
-        for t in self._threads:
-            t.join(max(0.0, join_deadline - time.monotonic()))
-        if self._listener is not None:
-            self._listener.stop()
-        self.services.join(max(0.0, join_deadline - time.monotonic()))
-        signals.job_reaped.disconnect(dispatch_uid=("pgjobs.worker", id(self)))
-        self._with_db_retry(lambda: self.recorder.flush(self.using), attempts=2)
-        if self._health is not None:
-            self._health.stop()
-        # Last: an abandoned handler keeps running until this process exits, so its job becomes
-        # claimable elsewhere only now (not before the 2 s thread join above).
-        if len(self.slots):
-            self._with_db_retry(self._release_running, attempts=3)
-            self._with_db_retry(self._write_finished, attempts=3)  # runs that ended meanwhile
-        self._with_db_retry(lambda: workers.delete_worker(self.worker_id, using=self.using), 2)
-        connection_created.disconnect(self._tag_connection)
-        connection_created.disconnect(self._set_server_keepalives)
-        logger.info(
-            "worker %s stopped: %s jobs finished", self.worker_id, self.finished_total,
-            extra={"action": "worker.stopped"},
-        )
-
-    def _drain(self, deadline: float) -> None:
-        """Until ``deadline``, write what ends and keep the leases of what still runs."""
-        while len(self.slots) and time.monotonic() < deadline:
-            if self.exit_code == EXIT_DATABASE_UNREACHABLE and not self.slots.held():
-                return  # gave up on the database: only a running handler is worth waiting for
-            self._guarded(self._write_finished)
-            self._guarded(lambda: self.leases.beat_if_due(time.monotonic()))
-            self._guarded(lambda: self.progress.write_if_due(time.monotonic()))
-            self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
-            self._wake.clear()
-
-    def _write_finished(self) -> None:
-        try:
-            self.completer.write(self.completer.take())
-        except REFUSED as exc:
-            self.completer.write_singly(exc)
-
-    def _release_unstarted(self) -> None:
-        if n := self.producer.give_back(self.slots.all(),
-                                        reason="released unstarted at worker shutdown"):
-            logger.info("released %s unstarted jobs", n, extra={"action": "worker.released"})
-
-    def _release_running(self) -> None:
-        stuck = self.slots.abandon_running()
-        if stuck:
-            queries.release(
-                [(i.job.id, i.job._lease) for i in stuck],
-                reason=f"interrupted: still running after the {self.options.shutdown_timeout}s "
-                "shutdown timeout",
-                using=self.using,
-            )
-            logger.warning(
-                "released %s jobs still running after the shutdown timeout: %s", len(stuck),
-                ", ".join(f"{i.job.type}#{i.job.id}" for i in stuck),
-                extra={"action": "worker.released_running"},
-            )
+        shutdown.stop_gracefully(self)
 
     def _report_unknown_left(self) -> None:
         if self._unknown is not None and not self.exit_code:
@@ -340,88 +230,17 @@ class Worker:
         idle = len(self.slots) == 0 and self.completer.idle()
         if o.max_jobs is not None and self.claimed_total >= o.max_jobs and idle:
             return True
-        if (o.burst and idle and not self.producer.last_claim_full and not self._db_backoff
+        if (o.burst and idle and not self.producer.last_claim_full and not self.policy.backoff
                 and not self._pause):
             # Nothing in flight and the last claim came back short: is anything still due?
             # (Not knowable while the database fails: then back off and ask again.)
-            return (self.run_once() == 0 and len(self.slots) == 0 and not self._db_backoff
+            return (self.run_once() == 0 and len(self.slots) == 0 and not self.policy.backoff
                     and not self._pause)
         return False
 
     def _wait(self) -> None:
-        o = self.options
-        if self._db_backoff or self._pause:
-            # Only a stop cuts it short, not a finished run or the (also failing) listener.
-            self._sleep_keeping_leases(self._db_backoff or self._pause)
-            self._pause = 0.0
-            self._wake.clear()
-            return
-        if self.producer.last_claim_full and not self._stopping.is_set():
-            return  # more work is probably waiting: claim again at once
-        if not self.completer.waiting():
-            # Idle until a run ends, a NOTIFY arrives, a stop, the next heartbeat or the poll
-            # interval (what finds new jobs while the listener is disconnected).
-            now = time.monotonic()
-            timeout = min(o.poll_interval, self.leases.until_due(now),
-                          self.progress.until_due(now), self.slots.until_deadline(now))
-            if self._ring_me():
-                self._sleep(timeout)
-            self._wake.clear()
-        self._gather_batch()
-
-    def _ring_me(self) -> bool:
-        """Before sleeping with a free thread, hold the doorbell (so enqueue rings) and, once
-        armed anew, claim once more: a job committed before that rang nobody (doorbell.py).
-        False when that claim found work (no sleep)."""
-        listener = self._listener
-        if listener is None or self._stopping.is_set():
-            return True
-        if self.producer.room(0)[0] <= 0:  # no free thread: a run that ends wakes the loop
-            listener.disarm()
-            return True
-        if self._claimed_last:  # jobs are flowing: a nap, and the next claim finds the next
-            listener.disarm()  # ones; ringing for each would serialize the producers' commits
-            self._sleep(min(NAP, self.options.poll_interval))
-            return False
-        armed = listener.arm(GATE_WAIT)
-        if armed in (Armed.STILL, Armed.DOWN) or self._wake.is_set():
-            return True  # still armed since the last claim, or polling: sleep
-        # FRESH: claim once more. BUSY (a producer's transaction is open): claim too; the
-        # listener wakes the loop once the gate passes, for the claim that must follow it.
-        return not self.run_once()
-
-    def _gather_batch(self) -> None:
-        """While other running jobs keep ending, give them a moment to end too, so that one
-        round trip records them all and refills every free thread; a window in which none
-        ended (long jobs) ends the wait."""
-        ended = self.completer.waiting()
-        deadline = time.monotonic() + BATCH_WINDOW_MAX
-        while 0 < ended < self._refill and ended < len(self.slots):
-            self._sleep(BATCH_WINDOW)
-            self._wake.clear()
-            before, ended = ended, self.completer.waiting()
-            if ended == before or time.monotonic() >= deadline:
-                break
-
-    def _sleep_keeping_leases(self, timeout: float) -> None:
-        """Sleep ``timeout`` or until a stop; leases that run out meanwhile are marked lost
-        when they do (a database that stays unreachable renews none)."""
-        deadline = time.monotonic() + timeout
-        while not self._stopping.is_set() and (now := time.monotonic()) < deadline:
-            self._sleep(min(deadline - now, self.leases.until_lost(now) + 0.001),
-                        self._stopping)
-            self.leases.expire_unrenewed(time.monotonic())
-
-    def _sleep(self, timeout: float, event: threading.Event | None = None) -> None:
-        """Wait for ``event`` (the wake-up) or the timeout; meanwhile wake executor threads for
-        jobs left waiting behind a long one (Handoff.spread)."""
-        event = event or self._wake
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            step = min(left, self.handoff.spread())
-            if event.wait(max(0.0, step)) or step >= left:
-                return
+        rest, self._pause = self.policy.backoff or self._pause, 0.0
+        self.waiter.wait(rest)
 
     # --- errors -------------------------------------------------------------------------------
 
@@ -435,17 +254,12 @@ class Worker:
             self.stop()
 
     def _on_db_error(self, exc: BaseException) -> None:
-        if self._db_down_since is None:
-            self._db_down_since = time.monotonic()
-        self._db_backoff = min(max(self._db_backoff * 2, 0.25), DB_BACKOFF_MAX)
+        self.policy.failed(time.monotonic())
         if self._stopping.is_set():  # the shutdown's steps say what they do about it
             self._log_stopping_error(exc)
         elif not (self.options.burst and self._give_up(exc)):
-            log_db_error(exc, self._db_backoff)
-        try:
-            connections[self.using].close()
-        except Exception:  # noqa: BLE001,S110
-            pass
+            log_db_error(exc, self.policy.backoff)
+        self.policy.close_connection()
 
     def _log_stopping_error(self, exc: BaseException) -> None:
         """Once per shutdown: what a stopping worker could not write. No retry is announced:
@@ -460,22 +274,16 @@ class Worker:
 
     def _on_db_back(self) -> None:
         logger.warning("database reachable again after %.1fs",
-                       time.monotonic() - (self._db_down_since or 0.0),
+                       self.policy.recovered(time.monotonic()) or 0.0,
                        extra={"action": "worker.db_back"})
-        self._db_backoff = 0.0
-        self._db_down_since = None
 
     def _give_up(self, exc: BaseException) -> bool:
         """A burst worker stops once the database stayed unreachable for give_up_after
         seconds (exit code 4): a cron or CI run must not hang. Its last retry is at that time."""
         now = time.monotonic()
-        if self._db_down_since is None:
-            self._db_down_since = now
-        left = self._db_down_since + self.options.give_up_after - now
-        if left > 0:
-            self._db_backoff = min(self._db_backoff, left)
+        if self.policy.give_up_in(self.options.give_up_after, now) > 0:
             return False
-        log_gave_up(now - self._db_down_since, exc, self.options.give_up_after)
+        log_gave_up(now - (self.policy.down_since or now), exc, self.options.give_up_after)
         self.exit_code = EXIT_DATABASE_UNREACHABLE
         self.stop()
         return True
@@ -501,29 +309,10 @@ class Worker:
         except Exception as exc:  # noqa: BLE001
             self._on_step_error(exc)
 
-    def _with_db_retry(self, fn: Any, attempts: int) -> None:
-        if self.exit_code == EXIT_DATABASE_UNREACHABLE:  # gave up on it: one attempt
-            attempts = 1
-        for i in range(attempts):
-            try:
-                fn()
-                return
-            except (OperationalError, InterfaceError, DatabaseError) as exc:
-                self._on_db_error(exc)
-                if i + 1 < attempts:
-                    time.sleep(min(self._db_backoff, 2.0))
-
     # --- the rest -----------------------------------------------------------------------------
 
     def _limited(self, queues: list[str]) -> None:
         self.producer.limited = queues
-
-    def _prepare_connection(self) -> None:
-        if not self._statistics_checked:  # a fresh table gets planner statistics first
-            db.analyze_if_never_analyzed(using=self.using)
-            self._statistics_checked = True
-        if not self.options.inline:  # the caller's connection is not ours to configure
-            db.use_generic_plans(using=self.using)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals_seen += 1
@@ -556,22 +345,6 @@ class Worker:
                 "with @django_pgjobs.handler in a jobs.py module of an installed app",
                 extra={"action": "worker.no_handlers"},
             )
-
-    def _app_name(self, role: str) -> str:
-        return f"pgjobs:{self.worker_id}:{role}"[:63]
-
-    def _set_server_keepalives(self, sender: Any, connection: Any, **kwargs: Any) -> None:
-        if connection.alias == self.using:
-            netsafety.on_connection_created(sender, connection)
-
-    def _tag_connection(self, sender: Any, connection: Any, **kwargs: Any) -> None:
-        thread = threading.current_thread()
-        role = ("main" if thread is threading.main_thread()
-                else "services" if thread.name == "pgjobs-services" else "exec")
-        try:
-            db.tag_session(connection, self._app_name(role))
-        except DatabaseError:  # pragma: no cover - tagging is best effort
-            pass
 
 
 def log_gave_up(down_for: float, exc: BaseException, give_up_after: float) -> None:

@@ -5,6 +5,8 @@ A claim fills the free threads and, while every job held is of a type that runs 
 the threads' queue before it runs dry, and a round trip carries up to ``batch_size`` jobs
 instead of one per free thread. Queues with a concurrency limit are claimed first, in their own
 short transactions, and only for free threads (a held job would count against the cap).
+The outcomes that ride in a claim's round trip are written through the completer
+(completer.write_with_claim; completer.py says who writes a job's outcome).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..context import JobContext
 from ..queries import ClaimedRow, Completion
 from ..registry import HandlerSpec
 from ..status import JobStatus
+from . import completer
 from .handoff import Handoff
 from .options import WorkerOptions
 from .slots import DONE, STARTED, InFlight, Slots
@@ -74,7 +77,7 @@ class Producer:
         """Write ``completions`` and claim up to ``limit`` jobs, in one round trip."""
         o = self.options
         self._claim_sent = time.monotonic()
-        written, rows = queries.finalize_and_claim(  # no round trip when there is nothing to do
+        written, rows = completer.write_with_claim(  # no round trip when there is nothing to do
             completions, worker_id=self.worker_id, types=self.types, queues=o.queues,
             limit=limit, lease_seconds=o.lease_seconds, fair=o.fair_share,
             after_tenant=self._tenant_cursor, using=o.using,
@@ -120,8 +123,8 @@ class Producer:
                 trace_id=row.trace_id, tenant_id=row.tenant_id, created_at=row.created_at,
                 worker_id=self.worker_id, lease_token=row.lease_token,
                 cancel_requested=row.cancel_requested,
+                lease_until=self._claim_sent + self.options.lease_seconds,
             )
-            job._lease_until = self._claim_sent + self.options.lease_seconds
             items.append(InFlight(job, spec, deadline=(now + timeout) if timeout else None))
         return items
 
@@ -166,7 +169,7 @@ class Producer:
         if not released:
             return 0
         try:
-            queries.release([(i.job.id, i.job._lease) for i in released], reason=reason,
+            queries.release([(i.job.id, i.job.lease_text) for i in released], reason=reason,
                             using=self.options.using)
         except BaseException:
             self.slots.unrelease(released)

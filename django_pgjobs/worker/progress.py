@@ -40,9 +40,9 @@ class ProgressWriter:
             return
         with self._lock:
             jobs, self._dirty = list(self._dirty.values()), {}
-        # A job whose outcome was handed over (_on_progress cleared) sends its last value with it.
-        reports = [(j.id, j._lease, j.progress_record(now)) for j in jobs
-                   if j._on_progress is not None and not j._lease_lost]
+        # A job whose outcome was handed over (progress detached) sends its last value with it.
+        reports = [(j.id, j.lease_text, j.progress_record(now)) for j in jobs
+                   if j.progress_attached and not j.lease_marked_lost]
         self._next = now + WRITE_INTERVAL
         if not reports:
             return

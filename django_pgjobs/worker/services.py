@@ -3,7 +3,8 @@
 A service is one concern (reaper, scheduler, pruner, ...) with a name, an interval spread by
 jitter, and ``run_once(now) -> counts``, which tests call directly. The runner gives each pass
 the same error policy: a connection error closes the connection and retries that service with
-a growing delay; any other error is logged with its traceback and retried at its next interval.
+a growing delay (one ErrorPolicy per service, policy.py, the claim loop's class too); any other
+error is logged with its traceback and retried at its next interval.
 A service with a ``lock_key`` runs its pass inside a transaction that first takes that advisory
 lock, and is skipped while another worker holds it: one worker at a time does such work.
 """
@@ -19,9 +20,9 @@ from datetime import datetime
 
 from django.db import InterfaceError, OperationalError, connections, transaction
 
-logger = logging.getLogger("django_pgjobs.worker")
+from .policy import SERVICE_BACKOFF, ErrorPolicy
 
-DB_RETRY_MAX = 30.0  # seconds: the longest wait of a service whose database is unreachable
+logger = logging.getLogger("django_pgjobs.worker")
 
 
 class Service:
@@ -64,7 +65,7 @@ class ServiceRunner:
         self.services = list(services)
         start = time.monotonic()
         self._due = {s.name: start + s.first_wait() for s in self.services}
-        self._retry = dict.fromkeys(self._due, 0.0)  # current delay after a connection error
+        self._policy = {s.name: ErrorPolicy(s.using, SERVICE_BACKOFF) for s in self.services}
         self._stop = threading.Event()
         for service in self.services:  # a long pass can end early when the worker stops
             service.stopping = self._stop
@@ -105,26 +106,21 @@ class ServiceRunner:
             connections.close_all()  # this thread's own connections
 
     def _run(self, service: Service) -> None:
-        name = service.name
+        name, policy = service.name, self._policy[service.name]
         try:
             self.last[name] = run_pass(service)
-            self._retry[name] = 0.0
+            policy.recovered(time.monotonic())
             self._due[name] = time.monotonic() + service.next_wait()
         except (OperationalError, InterfaceError) as exc:
-            delay = self._retry[name] = min(max(self._retry[name] * 2, 0.5), DB_RETRY_MAX)
-            self._due[name] = time.monotonic() + min(delay, service.interval)
+            now = time.monotonic()
+            delay = policy.failed(now)
+            self._due[name] = now + min(delay, service.interval)
             logger.warning("maintenance service %s: database error (%s: %s); retrying in %.1fs",
                            name, exc.__class__.__name__, " ".join(str(exc).split())[:300],
                            delay, extra={"action": "worker.service_db_error"})
-            _close(service.using)
+            policy.close_connection()
         except Exception:
             self._due[name] = time.monotonic() + service.next_wait()
             logger.exception("maintenance service %s failed; retried at its next interval",
                              name, extra={"action": "worker.service_error"})
 
-
-def _close(alias: str) -> None:
-    try:
-        connections[alias].close()
-    except Exception:  # noqa: BLE001,S110 - it is being thrown away
-        pass

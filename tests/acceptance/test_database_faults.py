@@ -130,7 +130,7 @@ def test_backoff_is_capped_at_5_seconds():
     delays = []
     for _ in range(12):
         worker._on_db_error(OperationalError("connection refused"))
-        delays.append(worker._db_backoff)
+        delays.append(worker.policy.backoff)
     assert delays[:5] == [0.25, 0.5, 1.0, 2.0, 4.0] and delays[-1] == 5.0 and max(delays) == 5.0
 
 

@@ -16,12 +16,8 @@ from ...exceptions import InvalidJobOption, NotMigrated
 from ...sql import queues
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
-from ...worker.loop import (
-    DB_BACKOFF_MAX,
-    EXIT_DATABASE_UNREACHABLE,
-    log_db_error,
-    log_gave_up,
-)
+from ...worker.loop import log_db_error, log_gave_up
+from ...worker.policy import EXIT_DATABASE_UNREACHABLE, ErrorPolicy
 from ..arguments import (
     add_database_flag,
     add_setting_flags,
@@ -131,7 +127,7 @@ class Command(PgjobsCommand):
         worker tries again until --give-up-after (False: it gave up) before it starts; a
         long-lived one starts and waits for it in its loop. Each attempt is bounded by
         netsafety's connect timeout (management/base.py)."""
-        down_since, delay = None, 0.0
+        policy = ErrorPolicy(options.using)  # the worker loop's, before the worker starts
         while True:
             tried_at = time.monotonic()  # an outage starts with the attempt that failed
             try:
@@ -140,15 +136,13 @@ class Command(PgjobsCommand):
             except (OperationalError, InterfaceError) as exc:
                 if not options.burst:
                     return True
+                policy.failed(tried_at)
                 now = time.monotonic()
-                down_since = tried_at if down_since is None else down_since
-                left = down_since + options.give_up_after - now
-                if left <= 0:
-                    log_gave_up(now - down_since, exc, options.give_up_after)
+                if policy.give_up_in(options.give_up_after, now) <= 0:
+                    log_gave_up(now - (policy.down_since or tried_at), exc, options.give_up_after)
                     return False
-                delay = min(max(delay * 2, 0.25), DB_BACKOFF_MAX, left)
-                log_db_error(exc, delay)
-                time.sleep(delay)
+                log_db_error(exc, policy.backoff)
+                time.sleep(policy.backoff)
             except NotMigrated as exc:
                 raise CommandError(str(exc)) from None
             finally:  # the worker opens its own, tagged with its name (application_name)
