@@ -201,7 +201,7 @@ def buckets(system) -> list[dict]:
 def rates(samples: list[dict]) -> list[tuple[float, float]]:
     """Jobs handled per second, from the probe counts of consecutive samples."""
     return [(b["t"], (b["handled"] - a["handled"]) / (b["t"] - a["t"]))
-            for a, b in zip(samples, samples[1:]) if b["t"] > a["t"]]
+            for a, b in zip(samples, samples[1:], strict=False) if b["t"] > a["t"]]
 
 
 def summarize(r: dict) -> dict:

@@ -232,7 +232,7 @@ def phase_cycles(ctx, system: PgJobs, a) -> dict:
         swap = rep % 2 == 1  # every other rep the big table is on the driver's "other" alias
         with harness.on_database(system, BIG):
             env_db = {"BENCH_OTHER_DB": EMPTY, "BENCH_SWAP": "1" if swap else "0"}
-            s = harness.measured(ctx, "cycles", lambda: procs.run_json(
+            s = harness.measured(ctx, "cycles", lambda env_db=env_db: procs.run_json(
                 [system.python, str(DRIVERS / "pgjobs_scale.py"), "cycles", str(a.drain_n), "100"],
                 env=dict(system.env(), **env_db), timeout=600,
                 log_path=ctx.tmp / "scale.log"), retry=False)
