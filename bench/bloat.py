@@ -39,7 +39,7 @@ import argparse  # noqa: E402
 import harness  # noqa: E402
 import probe  # noqa: E402  (harness put bench/drivers on sys.path)
 import psycopg  # noqa: E402
-from benchlib import procs  # noqa: E402
+from benchlib import cli, procs  # noqa: E402
 from harness import log  # noqa: E402
 from systems import DRIVERS, PgJobs  # noqa: E402
 
@@ -49,10 +49,7 @@ BUCKET_S = 5
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL",
-                                                       "postgresql://postgres@127.0.0.1:5432/"))
+    ap = cli.parser(__doc__)
     ap.add_argument("--minutes", type=float, default=20.0)
     ap.add_argument("--hold-start", type=float, help="minutes in (default: centred)")
     ap.add_argument("--hold-minutes", type=float, default=8.0)
@@ -201,7 +198,7 @@ def buckets(system) -> list[dict]:
 def rates(samples: list[dict]) -> list[tuple[float, float]]:
     """Jobs handled per second, from the probe counts of consecutive samples."""
     return [(b["t"], (b["handled"] - a["handled"]) / (b["t"] - a["t"]))
-            for a, b in zip(samples, samples[1:]) if b["t"] > a["t"]]
+            for a, b in zip(samples, samples[1:], strict=False) if b["t"] > a["t"]]
 
 
 def summarize(r: dict) -> dict:

@@ -17,18 +17,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE / "pgjobs_bench"), str(HERE / "drivers")]
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench_settings")
+from benchlib import django_env
 
-import django  # noqa: E402
-
-django.setup()
+django_env.setup()
 
 import pgjobs_client  # noqa: E402
 from django.db import connection  # noqa: E402

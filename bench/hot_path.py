@@ -25,13 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE / "pgjobs_bench"), str(HERE / "drivers")]
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench_settings")
+from benchlib import django_env
 
-import django  # noqa: E402
-
-django.setup()
+django_env.setup()
 
 from django.db import connection  # noqa: E402
 

@@ -27,7 +27,6 @@ run (filling 10M rows takes minutes); ``--keep`` leaves both databases in place 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -45,7 +44,7 @@ import argparse  # noqa: E402
 
 import harness  # noqa: E402
 import psycopg  # noqa: E402
-from benchlib import procs  # noqa: E402
+from benchlib import cli, procs  # noqa: E402
 from harness import log  # noqa: E402
 from systems import DRIVERS, PgJobs  # noqa: E402
 
@@ -78,10 +77,7 @@ FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) g,
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL",
-                                                       "postgresql://postgres@127.0.0.1:5432/"))
+    ap = cli.parser(__doc__)
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--phases", default="drains,cycles,pages,prune")
     ap.add_argument("--reps", type=int, default=5)
@@ -232,7 +228,7 @@ def phase_cycles(ctx, system: PgJobs, a) -> dict:
         swap = rep % 2 == 1  # every other rep the big table is on the driver's "other" alias
         with harness.on_database(system, BIG):
             env_db = {"BENCH_OTHER_DB": EMPTY, "BENCH_SWAP": "1" if swap else "0"}
-            s = harness.measured(ctx, "cycles", lambda: procs.run_json(
+            s = harness.measured(ctx, "cycles", lambda env_db=env_db: procs.run_json(
                 [system.python, str(DRIVERS / "pgjobs_scale.py"), "cycles", str(a.drain_n), "100"],
                 env=dict(system.env(), **env_db), timeout=600,
                 log_path=ctx.tmp / "scale.log"), retry=False)

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.apps import apps
 from django.core import checks
@@ -84,10 +84,10 @@ class PgJobsTask(Task):
     ) -> PgJobsTask:
         if isinstance(run_after, timedelta):  # documented by Django: relative to now
             run_after = timezone.now() + run_after
-        task = Task.using(
+        task = cast("PgJobsTask", Task.using(
             self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
-        )
-        extra = {"max_attempts": max_attempts, "unique_key": unique_key}
+        ))
+        extra: dict[str, Any] = {"max_attempts": max_attempts, "unique_key": unique_key}
         changes = {k: v for k, v in extra.items() if v is not None}
         return replace(task, **changes) if changes else task
 
@@ -121,16 +121,17 @@ class PgJobsBackend(BaseTaskBackend):
         """Write the job in the caller's transaction (rolled back with it; runnable on commit)."""
         self.validate_task(task)
         _check_importable(task)
-        args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+        json_args = cast("list[Any]", normalize_json(list(args)))
+        json_kwargs = cast("dict[str, Any]", normalize_json(dict(kwargs)))
         name = tasks_registry.register_task(task)
         job = enqueue_job(
             name,
-            self._config(task, args, kwargs),
+            self._config(task, json_args, json_kwargs),
             queue=task.queue_name,
             priority=task.priority,
             run_after=task.run_after,
             max_attempts=getattr(task, "max_attempts", None),
-            unique_key=_unique_key(task, name, args, kwargs),
+            unique_key=_unique_key(task, name, json_args, json_kwargs),
         )
         if getattr(job, "deduplicated", False):
             result = tasks_registry.result_for_job(job)
@@ -168,8 +169,10 @@ class PgJobsBackend(BaseTaskBackend):
 
     # --- system checks -------------------------------------------------------------------------
 
-    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
-        yield from super().check(**kwargs)
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        return [*super().check(**kwargs), *self._own_checks()]
+
+    def _own_checks(self) -> Iterable[checks.CheckMessage]:
         if not apps.is_installed("django_pgjobs"):
             yield checks.Error(
                 f"TASKS[{self.alias!r}] uses PgJobsBackend but django_pgjobs is not installed",
@@ -222,7 +225,7 @@ def _validate_options(task: Task) -> None:
     for name in ("timeout", "backoff_base", "backoff_max"):
         value = getattr(task, name, None)
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0
+            isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0
         ):
             raise InvalidTask(f"{name} must be a number of seconds > 0, got {value!r}")
     backoff = getattr(task, "backoff", None)

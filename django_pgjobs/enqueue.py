@@ -179,7 +179,7 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
         state.adding, state.db = False, alias
         job.__dict__.update(values)
     else:
-        job = Job.from_db(alias, None, list(values.values()))
+        job = Job.from_db(alias, None, list(values.values()))  # type: ignore[arg-type]  # None: all fields
     job.deduplicated = False  # type: ignore[attr-defined]
     return job
 

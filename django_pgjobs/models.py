@@ -54,8 +54,8 @@ class QueueManager(models.Manager):
     def get_queryset(self) -> models.QuerySet:
         from . import conf
 
-        return self._queryset_class(model=self.model, using=self._db or conf.get("DATABASE"),
-                                    hints=self._hints)
+        using = self._db or conf.get("DATABASE")  # Manager's own attributes, absent from the stubs
+        return self._queryset_class(model=self.model, using=using, hints=self._hints)  # type: ignore[attr-defined]
 
 
 class Job(models.Model):

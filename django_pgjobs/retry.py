@@ -105,7 +105,7 @@ def exponential_backoff(
     that jobs failing together do not retry together.
     """
     attempt = max(1, attempt)
-    delay = min(cap, base * (2 ** min(attempt - 1, 62)))
+    delay = min(cap, base * 2.0 ** min(attempt - 1, 62))
     if jitter:
         delay *= 1 + jitter * (2 * rand() - 1)
     return max(0.0, delay)

@@ -252,6 +252,7 @@ def _build(name: str, e: Mapping[str, Any]) -> tuple[ScheduleSpec | None, list[P
         bad("option", str(exc))
     if problems:
         return None, problems
+    assert isinstance(job_type, str) and isinstance(cron, str)  # else a problem above
     return ScheduleSpec(
         name=name, type=job_type, cron=cron, timezone=tz, config=dict(e.get("config") or {}),
         queue=e.get("queue"), priority=e.get("priority"), catch_up=catch_up,

@@ -112,7 +112,7 @@ def errors_of(job: Job, attempts: list[Attempt]) -> list[TaskError]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PgJobsTaskResult(TaskResult):
+class PgJobsTaskResult(TaskResult):  # type: ignore[misc]  # frozen in Django, not in the stubs
     """Django's ``TaskResult`` plus ``progress``: the task's last ``context.progress(...)``
     report, ``{"done", "total", "note", "at"}`` (None before any). ``refresh()`` updates it."""
 

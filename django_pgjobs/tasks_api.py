@@ -32,19 +32,19 @@ try:  # Django >= 6.0
     MODULE = "django.tasks"
 except ImportError:
     try:  # Django 5.2 with the backport
-        from django_tasks import (
+        from django_tasks import (  # type: ignore[assignment]
             TaskContext,
             TaskResult,
             TaskResultStatus,
             default_task_backend,
             task_backends,
         )
-        from django_tasks import task as framework_task
-        from django_tasks.backends.base import BaseTaskBackend
-        from django_tasks.base import Task, TaskError
-        from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
-        from django_tasks.exceptions import InvalidTaskError as InvalidTask
-        from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
+        from django_tasks import task as framework_task  # type: ignore[no-redef]
+        from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment]
+        from django_tasks.base import Task, TaskError  # type: ignore[assignment]
+        from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend  # type: ignore[assignment]
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask  # type: ignore[assignment]
+        from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch  # type: ignore[assignment]
         from django_tasks.signals import task_enqueued, task_finished, task_started
         from django_tasks.utils import normalize_json
 

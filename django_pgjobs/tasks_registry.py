@@ -52,7 +52,7 @@ _lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PgJobsTaskContext(TaskContext):
+class PgJobsTaskContext(TaskContext):  # type: ignore[misc]  # frozen in Django, not in the stubs
     """Django's ``TaskContext``, plus the running job (``context.job.cancel_requested`` …)."""
 
     job: JobContext

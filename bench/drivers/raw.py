@@ -111,7 +111,7 @@ def enqueue_many(seqs: list[int]) -> None:
     with c.transaction(), c.cursor() as cur:
         with cur.copy("COPY raw_jobs (queue, payload) FROM STDIN") as cp:
             for i in seqs:
-                cp.write_row((QUEUE, '{"i": %d}' % i))
+                cp.write_row((QUEUE, f'{{"i": {int(i)}}}'))
 
 
 def worker(argv: list[str]) -> None:

@@ -67,7 +67,7 @@ def _tracer() -> Any:
     tracer = trace.get_tracer("django_pgjobs")
     inner = getattr(tracer, "id_generator", None)  # SDK tracer; the API's no-op has none
     if inner is not None and not isinstance(inner, _JobIdGenerator):
-        tracer.id_generator = _JobIdGenerator(inner)
+        tracer.id_generator = _JobIdGenerator(inner)  # type: ignore[attr-defined]  # the SDK's
     return tracer
 
 

@@ -12,14 +12,14 @@ OLD = ("\"status\" IN ('PENDING', 'RUNNING', 'COMPLETED', 'COMPLETED_WITH_ERRORS
        "'CANCELLED')")
 
 
-def swap(condition: str) -> list[str]:
+def swap(condition: str) -> tuple[str, ...]:
     """Replace the constraint NOT VALID (a brief ACCESS EXCLUSIVE lock, no scan), then
     validate it: a scan of the table under a lock that lets workers and enqueues go on."""
-    return [
+    return (
         'ALTER TABLE "pgjobs_job" DROP CONSTRAINT "pgjobs_job_status_valid", '
         f'ADD CONSTRAINT "pgjobs_job_status_valid" CHECK ({condition}) NOT VALID',
         'ALTER TABLE "pgjobs_job" VALIDATE CONSTRAINT "pgjobs_job_status_valid"',
-    ]
+    )
 
 
 class Migration(migrations.Migration):

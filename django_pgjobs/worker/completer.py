@@ -49,7 +49,7 @@ REFUSED = (DataError, IntegrityError)  # the database refused the data, not the 
 
 _JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
 _SUCCESS_FMT = "%s " + _JOB_FMT  # the action, then the job
-_SUCCESS = {JobStatus.COMPLETED: "job.completed",  # logged at INFO, with this action
+_SUCCESS: dict[str, str] = {JobStatus.COMPLETED: "job.completed",  # logged at INFO, with this action
             JobStatus.COMPLETED_WITH_ERRORS: "job.completed_with_errors"}
 
 
@@ -149,12 +149,14 @@ class Completer:
                                              *_job_args(item.job, completion)))
             elif log_successes or not applied or completion.status not in _SUCCESS:
                 if lines:  # keep the lines in order (only the direct path collects them)
+                    assert direct is not None
                     direct.write_messages(logger.name, logging.INFO, lines)
                     lines = []
                 _log_finished(item, completion, applied)
             send_robust(signals.job_finished, sender=item.job.type, job=item.job,
                         completion=completion, applied=applied)
         if lines:
+            assert direct is not None
             direct.write_messages(logger.name, logging.INFO, lines)
 
 

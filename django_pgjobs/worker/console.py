@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+_MSEC_FORMAT = "%s,%03d"  # logging.Formatter.default_msec_format, typed Optional
 
 
 class ConsoleFormatter(logging.Formatter):
@@ -30,10 +31,10 @@ class ConsoleFormatter(logging.Formatter):
         if self._second[0] != second:
             self._second = (second, time.strftime(self.default_time_format,
                                                   self.converter(record.created)))
-        return self.default_msec_format % (self._second[1], record.msecs)
+        return _MSEC_FORMAT % (self._second[1], record.msecs)
 
 
-class ConsoleHandler(logging.StreamHandler):
+class ConsoleHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic only in the stubs
     """A ``StreamHandler`` (stderr) with runjobs' format, able to write lines in batches."""
 
     def __init__(self) -> None:
@@ -49,6 +50,7 @@ class ConsoleHandler(logging.StreamHandler):
         """
         record = logging.LogRecord(name, level, __file__, 0, "", None, None)
         prefix = self.format(record)
+        assert self.lock is not None  # made by Handler.__init__
         with self.lock:
             try:
                 for chunk in _chunks([prefix + m + self.terminator for m in messages]):

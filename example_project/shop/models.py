@@ -15,3 +15,6 @@ class Order(models.Model):
 class ImportedRow(models.Model):
     sku = models.CharField(max_length=50, unique=True)
     quantity = models.IntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.sku} x {self.quantity}"

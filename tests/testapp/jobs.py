@@ -12,10 +12,11 @@ import signal
 import threading
 import time
 
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, connection, transaction
 
 from django_pgjobs import Fail, Retry, handler
 
+from .leases import steal_lease
 from .models import Effect, Execution
 
 
@@ -153,15 +154,8 @@ async def async_handler(job):
 def transactional_write(job):
     """Writes an Effect in the completion's transaction (exactly-once effects)."""
     Effect.objects.create(job_id=job.id, value=str(job.config.get("value", "x")))
-    if job.config.get("steal"):
-        # Another worker (or the reaper) takes the job over while this run is in flight.
-        other = connections.create_connection("default")
-        try:
-            with other.cursor() as cur:
-                cur.execute("UPDATE pgjobs_job SET lease_token = gen_random_uuid() WHERE id = %s",
-                            [job.id])
-        finally:
-            other.close()
+    if job.config.get("steal"):  # another worker takes the job over while this run is in flight
+        steal_lease(job.id)
     if job.config.get("sleep"):
         time.sleep(float(job.config["sleep"]))  # a window for a kill -9 from outside
     if job.attempts <= int(job.config.get("kill_times", 0)):

@@ -3,9 +3,9 @@ CANCELLED, a timeout to enforce. Registered by jobs.py's import at its end."""
 
 import time
 
-from django.db import connections
-
 from django_pgjobs import Cancelled, handler
+
+from .leases import steal_lease
 
 
 @handler("test.progress", max_attempts=1)
@@ -13,13 +13,7 @@ def report_progress(job):
     """Reports ``n`` steps, ``pause`` seconds apart; with ``steal`` another worker takes the job
     over (a new lease token) before the first report."""
     if job.config.get("steal"):
-        other = connections.create_connection("default")
-        try:
-            with other.cursor() as cur:
-                cur.execute("UPDATE pgjobs_job SET lease_token = gen_random_uuid() WHERE id = %s",
-                            [job.id])
-        finally:
-            other.close()
+        steal_lease(job.id)
     n = int(job.config["n"])
     pause = float(job.config.get("pause", 0.002))
     for i in range(1, n + 1):

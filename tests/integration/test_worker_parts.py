@@ -1,0 +1,185 @@
+"""The contracts of Completer and LeaseKeeper against a real database, without a worker: jobs
+are claimed with the worker's own statement and handed to the part under test."""
+
+import logging
+import time
+
+import pytest
+
+from django_pgjobs import JobStatus, enqueue, queries, registry, rollup, signals
+from django_pgjobs.context import JobContext
+from django_pgjobs.models import Job
+from django_pgjobs.models import Worker as WorkerRow
+from django_pgjobs.queries import Completion
+from django_pgjobs.worker.completer import Completer
+from django_pgjobs.worker.leases import LeaseKeeper
+from django_pgjobs.worker.options import WorkerOptions
+from django_pgjobs.worker.slots import QUEUED, RELEASED, InFlight, Slots
+from tests.conftest import sql
+from tests.testapp.leases import steal_lease
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEASE = 30.0
+
+
+def claim(n: int, slots: Slots) -> list[InFlight]:
+    """Enqueue ``n`` test.noop jobs and claim them as the worker would."""
+    for i in range(n):
+        enqueue("test.noop", {"i": i})
+    sent = time.monotonic()
+    rows = queries.claim(worker_id="parts", types=["test.noop"], queues=None, limit=n,
+                         lease_seconds=LEASE)
+    spec = registry.get("test.noop")
+    items = []
+    for row in rows:
+        job = JobContext(
+            id=row.id, type=row.type, queue=row.queue, priority=row.priority, config=row.config,
+            attempts=row.attempts, max_attempts=row.max_attempts, trace_id=row.trace_id,
+            tenant_id=row.tenant_id, created_at=row.created_at, worker_id="parts",
+            lease_token=row.lease_token, cancel_requested=row.cancel_requested,
+        )
+        job._lease_until = sent + LEASE
+        items.append(InFlight(job, spec))
+    slots.add(items)
+    assert len(items) == n
+    return items
+
+
+def done(item: InFlight, **fields) -> Completion:
+    job = item.job
+    return Completion(id=job.id, token=job._lease, attempt=job.attempts,
+                      **{"status": JobStatus.COMPLETED, "result": {"ok": 1}, **fields})
+
+
+def status(item: InFlight) -> str:
+    return Job.objects.get(pk=item.job.id).status
+
+
+# --- Completer ----------------------------------------------------------------------------------
+
+
+def test_completer_writes_settles_counts_and_signals_each_outcome():
+    slots = Slots()
+    completer = Completer(slots, rollup.Recorder(), "default")
+    a, b = claim(2, slots)
+    seen = []
+
+    def receiver(sender, job, completion, applied, **kw):
+        seen.append((job.id, completion.status, applied))
+
+    signals.job_finished.connect(receiver)
+    try:
+        assert completer.put(a, done(a)) == 1
+        completer.put(b, done(b, status=JobStatus.FAILED, result=None, error="boom"))
+        assert completer.waiting() == 2 and not completer.idle()
+        batch = completer.take()
+        assert completer.unwritten is batch  # kept until the database took it
+        completer.write(batch)
+    finally:
+        signals.job_finished.disconnect(receiver)
+    assert (status(a), status(b)) == (JobStatus.COMPLETED, JobStatus.FAILED)
+    assert completer.idle() and completer.total == 2 and len(slots) == 0
+    assert sorted(seen) == sorted([(a.job.id, JobStatus.COMPLETED, True),
+                                   (b.job.id, JobStatus.FAILED, True)])
+
+
+def test_completer_writes_nothing_for_a_lost_lease_and_says_so(caplog):
+    slots = Slots()
+    completer = Completer(slots, rollup.Recorder(), "default")
+    kept, lost = claim(2, slots)
+    steal_lease(lost.job.id)  # another worker's now: our outcome must not land
+    lost.job._lease_lost = True
+    completer.put(kept, done(kept))
+    completer.put(lost, done(lost))
+    batch = completer.take()
+    assert [c.id for c in Completer.to_write(batch)] == [kept.job.id]
+    with caplog.at_level(logging.WARNING, "django_pgjobs.worker"):
+        completer.write(batch)
+    assert status(kept) == JobStatus.COMPLETED and status(lost) == JobStatus.RUNNING
+    assert f"job.lease_lost test.noop#{lost.job.id}" in caplog.text
+
+
+def test_completer_fences_a_stolen_lease_even_when_it_did_not_know():
+    slots = Slots()
+    completer = Completer(slots, rollup.Recorder(), "default")
+    (item,) = claim(1, slots)
+    steal_lease(item.job.id)
+    completer.put(item, done(item))
+    completer.write(completer.take())
+    assert status(item) == JobStatus.RUNNING  # the lease fence refused the stale outcome
+    assert len(slots) == 0
+
+
+def test_a_refused_outcome_fails_only_its_own_job_and_says_why():
+    slots = Slots()
+    completer = Completer(slots, rollup.Recorder(), "default")
+    good, bad = claim(2, slots)
+    completer.put(good, done(good))
+    completer.put(bad, done(bad, result={"text": "nul \u0000 byte"}))  # jsonb refuses \u0000
+    completer.take()
+    completer.write_singly(ValueError("the batch was refused"))
+    assert status(good) == JobStatus.COMPLETED
+    row = Job.objects.get(pk=bad.job.id)
+    assert row.status == JobStatus.FAILED
+    assert "could not store this run's outcome" in row.error and "COMPLETED" in row.error
+    assert completer.idle() and len(slots) == 0
+
+
+# --- LeaseKeeper --------------------------------------------------------------------------------
+
+
+def keeper(slots: Slots, finished=None) -> LeaseKeeper:
+    options = WorkerOptions.from_settings(lease_seconds=LEASE)
+    return LeaseKeeper("parts", options, slots, finished or (lambda item, c: 0), lambda: 7)
+
+
+def test_renew_extends_the_leases_held_and_brings_cancel_requests():
+    slots = Slots()
+    a, b = claim(2, slots)
+    before = sql("SELECT id, lease_expires_at FROM pgjobs_job ORDER BY id")
+    sql("UPDATE pgjobs_job SET cancel_requested = true WHERE id = %s", [b.job.id])
+    a.job._lease_until = b.job._lease_until = time.monotonic() + 1
+    keeper(slots).renew()
+    after = sql("SELECT id, lease_expires_at FROM pgjobs_job ORDER BY id")
+    assert all(new > old for (_, old), (_, new) in zip(before, after, strict=True))
+    assert a.job._lease_until > time.monotonic() + LEASE - 5
+    assert (a.job.cancel_requested, b.job.cancel_requested) == (False, True)
+    row = WorkerRow.objects.get(worker_id="parts")
+    assert row.jobs_done == 7
+
+
+def test_renew_marks_a_lease_taken_over_as_lost(caplog):
+    slots = Slots()
+    kept, taken = claim(2, slots)
+    steal_lease(taken.job.id)
+    with caplog.at_level(logging.WARNING, "django_pgjobs.worker"):
+        keeper(slots).renew()
+    assert taken.job.lease_lost and not kept.job.lease_lost
+    assert "another worker or the reaper took it over" in caplog.text
+
+
+def test_a_lease_not_renewed_in_time_is_lost_by_our_clock_and_unstarted_jobs_dropped():
+    slots = Slots()
+    started, waiting, fresh = claim(3, slots)
+    slots.start(started, now=time.monotonic())
+    now = time.monotonic()
+    started.job._lease_until = waiting.job._lease_until = now - 0.1
+    keeper(slots).expire_unrenewed(now)
+    assert started.job.lease_lost and waiting.job.lease_lost and not fresh.job.lease_lost
+    assert waiting.state == RELEASED and fresh.state == QUEUED
+    assert {i.job.id for i in slots.all()} == {started.job.id, fresh.job.id}
+
+
+def test_end_overdue_records_a_timeout_for_each_run_past_its_deadline():
+    slots = Slots()
+    (item,) = claim(1, slots)
+    item.deadline = 0.0
+    slots.timed += 1
+    slots.start(item, now=0.0)
+    item.deadline = 1.0  # the handler's timeout ran out at 1.0
+    ended = []
+    keeper(slots, finished=lambda i, c: ended.append((i, c)) or 1).end_overdue(now=5.0)
+    ((got, completion),) = ended
+    assert got is item and "longer than its timeout" in completion.error
+    assert completion.status in (JobStatus.PENDING, JobStatus.FAILED)
