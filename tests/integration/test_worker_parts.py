@@ -23,8 +23,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LEASE = 30.0
 
 
-def claim(n: int, slots: Slots) -> list[InFlight]:
-    """Enqueue ``n`` test.noop jobs and claim them as the worker would."""
+def claim(n: int, slots: Slots, lease_for: float = LEASE,
+          deadline: float | None = None) -> list[InFlight]:
+    """Enqueue ``n`` test.noop jobs and claim them as the worker would; by our clock their
+    leases hold for ``lease_for`` seconds (less than the lease: a beat missed)."""
     for i in range(n):
         enqueue("test.noop", {"i": i})
     sent = time.monotonic()
@@ -38,9 +40,9 @@ def claim(n: int, slots: Slots) -> list[InFlight]:
             attempts=row.attempts, max_attempts=row.max_attempts, trace_id=row.trace_id,
             tenant_id=row.tenant_id, created_at=row.created_at, worker_id="parts",
             lease_token=row.lease_token, cancel_requested=row.cancel_requested,
+            lease_until=sent + lease_for,
         )
-        job._lease_until = sent + LEASE
-        items.append(InFlight(job, spec))
+        items.append(InFlight(job, spec, deadline=deadline))
     slots.add(items)
     assert len(items) == n
     return items
@@ -48,7 +50,7 @@ def claim(n: int, slots: Slots) -> list[InFlight]:
 
 def done(item: InFlight, **fields) -> Completion:
     job = item.job
-    return Completion(id=job.id, token=job._lease, attempt=job.attempts,
+    return Completion(id=job.id, token=job.lease_text, attempt=job.attempts,
                       **{"status": JobStatus.COMPLETED, "result": {"ok": 1}, **fields})
 
 
@@ -89,7 +91,7 @@ def test_completer_writes_nothing_for_a_lost_lease_and_says_so(caplog):
     completer = Completer(slots, rollup.Recorder(), "default")
     kept, lost = claim(2, slots)
     steal_lease(lost.job.id)  # another worker's now: our outcome must not land
-    lost.job._lease_lost = True
+    lost.job.lose_lease()
     completer.put(kept, done(kept))
     completer.put(lost, done(lost))
     batch = completer.take()
@@ -136,14 +138,13 @@ def keeper(slots: Slots, finished=None) -> LeaseKeeper:
 
 def test_renew_extends_the_leases_held_and_brings_cancel_requests():
     slots = Slots()
-    a, b = claim(2, slots)
+    a, b = claim(2, slots, lease_for=1)  # about to run out by our clock
     before = sql("SELECT id, lease_expires_at FROM pgjobs_job ORDER BY id")
     sql("UPDATE pgjobs_job SET cancel_requested = true WHERE id = %s", [b.job.id])
-    a.job._lease_until = b.job._lease_until = time.monotonic() + 1
     keeper(slots).renew()
     after = sql("SELECT id, lease_expires_at FROM pgjobs_job ORDER BY id")
     assert all(new > old for (_, old), (_, new) in zip(before, after, strict=True))
-    assert a.job._lease_until > time.monotonic() + LEASE - 5
+    assert a.job.lease_until > time.monotonic() + LEASE - 5
     assert (a.job.cancel_requested, b.job.cancel_requested) == (False, True)
     row = WorkerRow.objects.get(worker_id="parts")
     assert row.jobs_done == 7
@@ -161,10 +162,10 @@ def test_renew_marks_a_lease_taken_over_as_lost(caplog):
 
 def test_a_lease_not_renewed_in_time_is_lost_by_our_clock_and_unstarted_jobs_dropped():
     slots = Slots()
-    started, waiting, fresh = claim(3, slots)
+    started, waiting = claim(2, slots, lease_for=-0.1)  # beats missed: run out by our clock
+    (fresh,) = claim(1, slots)
     slots.start(started, now=time.monotonic())
     now = time.monotonic()
-    started.job._lease_until = waiting.job._lease_until = now - 0.1
     keeper(slots).expire_unrenewed(now)
     assert started.job.lease_lost and waiting.job.lease_lost and not fresh.job.lease_lost
     assert waiting.state == RELEASED and fresh.state == QUEUED
@@ -173,9 +174,7 @@ def test_a_lease_not_renewed_in_time_is_lost_by_our_clock_and_unstarted_jobs_dro
 
 def test_end_overdue_records_a_timeout_for_each_run_past_its_deadline():
     slots = Slots()
-    (item,) = claim(1, slots)
-    item.deadline = 0.0
-    slots.timed += 1
+    (item,) = claim(1, slots, deadline=0.0)
     slots.start(item, now=0.0)
     item.deadline = 1.0  # the handler's timeout ran out at 1.0
     ended = []

@@ -142,11 +142,11 @@ def test_a_database_error_retries_sooner_with_a_growing_delay(caplog):
         delays = []
         for _ in range(3):
             runner.run_now(["broken"])
-            delays.append(runner._retry["broken"])
+            delays.append(runner._policy["broken"].backoff)
     assert delays == [0.5, 1.0, 2.0]
     assert "maintenance service broken: database error" in caplog.text
     runner.run_now(["broken"])  # the database is back: the delay starts again from nothing
-    assert runner._retry["broken"] == 0.0 and runner.last["broken"] == {"done": 4}
+    assert runner._policy["broken"].backoff == 0.0 and runner.last["broken"] == {"done": 4}
 
 
 def test_a_failing_service_is_logged_and_the_others_still_run(caplog):
