@@ -65,7 +65,9 @@ def log(msg: str) -> None:
 
 
 def git(*args: str, cwd: Path = REPO, check: bool = True) -> str:
-    res = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=120
+    )
     if check and res.returncode != 0:
         raise SystemExit(f"ab: git {' '.join(args)} failed: {res.stderr.strip()}")
     return res.stdout.strip()
@@ -75,8 +77,11 @@ def code_hash(src: Path) -> str:
     """Content of what is measured (django_pgjobs/ and pyproject.toml): shows a work tree
     that changed between rounds."""
     h = hashlib.sha256()
-    files = sorted(p for p in (src / "django_pgjobs").rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    files = sorted(
+        p
+        for p in (src / "django_pgjobs").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    )
     for p in files + [src / "pyproject.toml"]:
         if p.exists():
             h.update(str(p.relative_to(src)).encode() + b"\0" + p.read_bytes() + b"\0")
@@ -91,11 +96,20 @@ def prepare(spec: str) -> dict:
         if not (src / "django_pgjobs" / "__init__.py").exists():
             raise SystemExit(f"ab: {src} has no django_pgjobs/__init__.py")
         head = git("rev-parse", "HEAD", cwd=src, check=False)
-        dirty = git("status", "--porcelain", "--", "django_pgjobs", "pyproject.toml", cwd=src, check=False)
+        dirty = git(
+            "status", "--porcelain", "--", "django_pgjobs", "pyproject.toml", cwd=src, check=False
+        )
         tag = "path-" + hashlib.sha256(str(src).encode()).hexdigest()[:8]
-        return {"spec": spec, "kind": "path", "src": str(src), "commit": head or None,
-                "uncommitted_changes": bool(dirty), "venv": f"pgjobs-ab-{tag}",
-                "label": f"{src}" + (f" ({head[:10]}{' + uncommitted' if dirty else ''})" if head else "")}
+        return {
+            "spec": spec,
+            "kind": "path",
+            "src": str(src),
+            "commit": head or None,
+            "uncommitted_changes": bool(dirty),
+            "venv": f"pgjobs-ab-{tag}",
+            "label": f"{src}"
+            + (f" ({head[:10]}{' + uncommitted' if dirty else ''})" if head else ""),
+        }
     commit = git("rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}", check=False)
     if not commit:
         raise SystemExit(f"ab: {spec!r} is neither a directory nor a revision of {REPO}")
@@ -103,7 +117,8 @@ def prepare(spec: str) -> dict:
     wt = AB_DIR / short
     if (wt / ".git").exists():
         if git("rev-parse", "HEAD", cwd=wt, check=False) != commit or git(
-                "status", "--porcelain", "--untracked-files=no", cwd=wt, check=False):
+            "status", "--porcelain", "--untracked-files=no", cwd=wt, check=False
+        ):
             log(f"{wt}: not a clean checkout of {short}; resetting it")
             git("checkout", "--force", "--detach", commit, cwd=wt)
     else:
@@ -114,17 +129,50 @@ def prepare(spec: str) -> dict:
     if not (wt / "django_pgjobs" / "__init__.py").exists():
         raise SystemExit(f"ab: revision {spec} ({short}) has no django_pgjobs/")
     subject = git("log", "-1", "--format=%s", commit)
-    return {"spec": spec, "kind": "revision", "src": str(wt), "commit": commit,
-            "subject": subject, "venv": f"pgjobs-ab-{short}",
-            "label": f"{spec} = {short} {subject[:60]}"}
+    return {
+        "spec": spec,
+        "kind": "revision",
+        "src": str(wt),
+        "commit": commit,
+        "subject": subject,
+        "venv": f"pgjobs-ab-{short}",
+        "label": f"{spec} = {short} {subject[:60]}",
+    }
 
 
-def one_run(core: str, side: dict, tag: str, mode: str, metrics: list[str], drain_n: int,
-            db: str, passthrough: list[str], out: Path) -> dict:
+def one_run(
+    core: str,
+    side: dict,
+    tag: str,
+    mode: str,
+    metrics: list[str],
+    drain_n: int,
+    db: str,
+    passthrough: list[str],
+    out: Path,
+) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    argv = [core, str(BENCH / "harness.py"), f"--{mode}", "--only", "pgjobs", "--metrics",
-            ",".join(metrics), "--out", str(out), "--no-report", "--pgjobs-src", side["src"],
-            "--pgjobs-venv", side["venv"], "--pgjobs-db", db, "--drain-n", str(drain_n), *passthrough]
+    argv = [
+        core,
+        str(BENCH / "harness.py"),
+        f"--{mode}",
+        "--only",
+        "pgjobs",
+        "--metrics",
+        ",".join(metrics),
+        "--out",
+        str(out),
+        "--no-report",
+        "--pgjobs-src",
+        side["src"],
+        "--pgjobs-venv",
+        side["venv"],
+        "--pgjobs-db",
+        db,
+        "--drain-n",
+        str(drain_n),
+        *passthrough,
+    ]
     env = dict(os.environ, PYTHONPATH=str(BENCH))
     env.pop("PYTHONHOME", None)
     env.pop("BENCH_PROJECT_DIR", None)
@@ -133,8 +181,15 @@ def one_run(core: str, side: dict, tag: str, mode: str, metrics: list[str], drai
     with open(out / "harness.log", "w") as lg:
         # cwd: the side's checkout, so that a `python -c` of the harness (settings_note) cannot
         # import another django_pgjobs from the current directory
-        p = subprocess.Popen(argv, env=env, cwd=side["src"], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        p = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=side["src"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             for line in p.stdout:
                 lg.write(line)
@@ -150,8 +205,13 @@ def one_run(core: str, side: dict, tag: str, mode: str, metrics: list[str], drai
     elapsed = time.monotonic() - t0
     res_path = out / "latest.json"
     if rc != 0 or not res_path.exists():
-        return {"rc": rc, "elapsed_s": elapsed, "errors": [f"harness exited {rc} (see {out}/harness.log)"],
-                "metrics": {}, "code_hash": before}
+        return {
+            "rc": rc,
+            "elapsed_s": elapsed,
+            "errors": [f"harness exited {rc} (see {out}/harness.log)"],
+            "metrics": {},
+            "code_hash": before,
+        }
     res = json.loads(res_path.read_text())
     pg = res["systems"].get("pgjobs", {})
     after = code_hash(Path(side["src"]))
@@ -160,10 +220,19 @@ def one_run(core: str, side: dict, tag: str, mode: str, metrics: list[str], drai
         errors.append(f"skipped: {pg['skipped']}")
     if after != before:
         errors.append(f"the code in {side['src']} changed during the run ({before} -> {after})")
-    return {"rc": rc, "elapsed_s": elapsed, "errors": errors, "metrics": pg.get("metrics", {}),
-            "versions": pg.get("versions", {}), "settings": pg.get("settings", ""),
-            "drain_n": pg.get("drain_n"), "config": res.get("config"), "machine": res.get("machine"),
-            "code_hash": before, "log": str(out / "harness.log")}
+    return {
+        "rc": rc,
+        "elapsed_s": elapsed,
+        "errors": errors,
+        "metrics": pg.get("metrics", {}),
+        "versions": pg.get("versions", {}),
+        "settings": pg.get("settings", ""),
+        "drain_n": pg.get("drain_n"),
+        "config": res.get("config"),
+        "machine": res.get("machine"),
+        "code_hash": before,
+        "log": str(out / "harness.log"),
+    }
 
 
 def run_value(run: dict, metric: str, key: str) -> float | None:
@@ -185,16 +254,29 @@ def analyse(result: dict) -> list[dict]:
                     b.append(vb)
                 if va and vb is not None:
                     ratios.append(vb / va)
-            r = {"metric": row, "unit": unit, "higher_is_better": higher, "A": a, "B": b,
-                 "round_ratios": ratios}
+            r = {
+                "metric": row,
+                "unit": unit,
+                "higher_is_better": higher,
+                "A": a,
+                "B": b,
+                "round_ratios": ratios,
+            }
             if a and b:
                 ma, mb = statistics.median(a), statistics.median(b)
                 worse = mb < min(a) if higher else mb > max(a)
                 better = mb > max(a) if higher else mb < min(a)
-                r.update(A_median=ma, B_median=mb, ratio=mb / ma if ma else None,
-                         rounds_worse=sum(1 for x in ratios if (x < 1 if higher else x > 1)),
-                         verdict="worse beyond the spread" if worse else
-                         "better beyond the spread" if better else "within the spread")
+                r.update(
+                    A_median=ma,
+                    B_median=mb,
+                    ratio=mb / ma if ma else None,
+                    rounds_worse=sum(1 for x in ratios if (x < 1 if higher else x > 1)),
+                    verdict="worse beyond the spread"
+                    if worse
+                    else "better beyond the spread"
+                    if better
+                    else "within the spread",
+                )
                 if len(a) < 2:  # A's range is one value: any difference is "beyond" it
                     r["verdict"] += " (1 round: no spread)"
             else:
@@ -213,7 +295,8 @@ def render_md(result: dict) -> str:
     rows = result["analysis"]
     n = len(result["rounds"])
     lines = [
-        "# A/B: django-pgjobs, two revisions, interleaved runs", "",
+        "# A/B: django-pgjobs, two revisions, interleaved runs",
+        "",
         f"- A (before): {result['A']['label']}",
         f"- B (after): {result['B']['label']}",
         f"- {n} round(s) of `--{result['mode']}` runs, order "
@@ -239,7 +322,8 @@ def render_md(result: dict) -> str:
             f"| {fmt(r['A_median'], u)} ({fmt(min(r['A']), u)}–{fmt(max(r['A']), u)}) "
             f"| {fmt(r['B_median'], u)} ({fmt(min(r['B']), u)}–{fmt(max(r['B']), u)}) "
             f"| {r['ratio']:.3f} | {min(rr):.3f}–{max(rr):.3f} | {r['rounds_worse']}/{len(rr)} "
-            f"| {verdict} |")
+            f"| {verdict} |"
+        )
     lines += [
         "",
         "Each run's value is the median of that run's samples; medians and min–max are over the "
@@ -247,8 +331,10 @@ def render_md(result: dict) -> str:
         "maximum (ms). B/A > 1 is better for jobs/s, worse for ms.",
     ]
     if n < 3:
-        lines.append(f"With {n} round(s) A's range is {'one value' if n == 1 else 'two values'}: "
-                     "the verdicts say little (take at least 3 rounds).")
+        lines.append(
+            f"With {n} round(s) A's range is {'one value' if n == 1 else 'two values'}: "
+            "the verdicts say little (take at least 3 rounds)."
+        )
     notes = []
     for i, rnd in enumerate(result["rounds"], 1):
         for side in ("A", "B"):
@@ -260,12 +346,16 @@ def render_md(result: dict) -> str:
             for metric, m in rnd[side]["metrics"].items():
                 loads = [s.get("foreign_cpu_cores", 0) for s in m.get("samples", [])]
                 if metric in result["metrics"] and loads and max(loads) > limit:
-                    notes.append(f"round {i} {side}: {metric} kept a sample taken while other work "
-                                 f"used {max(loads):.2f} cores (limit {limit}, retries spent)")
+                    notes.append(
+                        f"round {i} {side}: {metric} kept a sample taken while other work "
+                        f"used {max(loads):.2f} cores (limit {limit}, retries spent)"
+                    )
     for side in ("A", "B"):
         hashes = {rnd[side]["code_hash"] for rnd in result["rounds"]}
         if len(hashes) > 1:
-            notes.append(f"{side}'s code changed between rounds (content hashes {', '.join(sorted(hashes))})")
+            notes.append(
+                f"{side}'s code changed between rounds (content hashes {', '.join(sorted(hashes))})"
+            )
     if result["A"]["src"] == result["B"]["src"]:
         notes.append("A and B are the same checkout (an A/A run: the spread of unchanged code)")
     if notes:
@@ -273,27 +363,45 @@ def render_md(result: dict) -> str:
     lines += ["", "Runs:", ""]
     for i, rnd in enumerate(result["rounds"], 1):
         order = rnd["order"]
-        lines.append(f"- round {i} ({' '.join(order)}): " + "; ".join(
-            f"{s} {rnd[s]['elapsed_s']:.0f}s" for s in order))
+        lines.append(
+            f"- round {i} ({' '.join(order)}): "
+            + "; ".join(f"{s} {rnd[s]['elapsed_s']:.0f}s" for s in order)
+        )
     return "\n".join(lines) + "\n"
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    ap = argparse.ArgumentParser(prog="bench/ab.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bench/ab.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--before", required=True, metavar="REV|PATH", help="side A")
-    ap.add_argument("--after", required=True, metavar="REV|PATH", help="side B (a path: a work tree as it is)")
+    ap.add_argument(
+        "--after", required=True, metavar="REV|PATH", help="side B (a path: a work tree as it is)"
+    )
     ap.add_argument("--rounds", type=int, default=3, help="pairs of runs (default 3)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="the harness's quick mode (default)")
-    g.add_argument("--full", action="store_true", help="the harness's full mode (3 samples per run)")
+    g.add_argument(
+        "--full", action="store_true", help="the harness's full mode (3 samples per run)"
+    )
     ap.add_argument("--metrics", default=DEFAULT_METRICS, help=f"default: {DEFAULT_METRICS}")
-    ap.add_argument("--drain-n", type=int, metavar="JOBS",
-                    help="jobs per drain, the same on both sides (default: quick 3,000, full 20,000)")
-    ap.add_argument("--db", default="bench_pgjobs_ab", help="database of both sides (default bench_pgjobs_ab)")
+    ap.add_argument(
+        "--drain-n",
+        type=int,
+        metavar="JOBS",
+        help="jobs per drain, the same on both sides (default: quick 3,000, full 20,000)",
+    )
+    ap.add_argument(
+        "--db", default="bench_pgjobs_ab", help="database of both sides (default bench_pgjobs_ab)"
+    )
     ap.add_argument("--out", default=str(RESULTS), help="directory for ab.json and ab.md")
-    ap.add_argument("--prune", action="store_true",
-                    help="remove bench/.ab worktrees and pgjobs-ab-* environments, then exit")
+    ap.add_argument(
+        "--prune",
+        action="store_true",
+        help="remove bench/.ab worktrees and pgjobs-ab-* environments, then exit",
+    )
     args, rest = ap.parse_known_args(argv)
     bad = [a for a in rest if a.split("=")[0] in RESERVED]
     if bad:
@@ -331,7 +439,9 @@ def main(argv: list[str]) -> int:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     unknown = [m for m in metrics if m not in ROWS]
     if unknown:
-        raise SystemExit(f"ab: unknown metric(s) {', '.join(unknown)}; choose from {', '.join(ROWS)}")
+        raise SystemExit(
+            f"ab: unknown metric(s) {', '.join(unknown)}; choose from {', '.join(ROWS)}"
+        )
     if args.rounds < 1:
         raise SystemExit("ab: --rounds must be at least 1")
 
@@ -348,11 +458,17 @@ def main(argv: list[str]) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     runs_dir = AB_DIR / "runs" / stamp
     result = {
-        "schema": 1, "mode": mode, "metrics": metrics, "drain_n": drain_n,
+        "schema": 1,
+        "mode": mode,
+        "metrics": metrics,
+        "drain_n": drain_n,
         "command": "python3 bench/ab.py " + " ".join(argv),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "bench_commit": git("rev-parse", "HEAD", check=False),
-        "harness_args": passthrough, "A": sides["A"], "B": sides["B"], "rounds": [],
+        "harness_args": passthrough,
+        "A": sides["A"],
+        "B": sides["B"],
+        "rounds": [],
         "machine": {"host": platform.node(), "cores": os.cpu_count()},
         "foreign_limit": foreign_limit(passthrough),
         "rule": "worse beyond the spread: median(B) < min(A) for jobs/s, median(B) > max(A) for ms",
@@ -363,13 +479,24 @@ def main(argv: list[str]) -> int:
         rnd: dict = {"order": order}
         for k in order:
             log(f"round {i + 1}/{args.rounds}: {k}")
-            rnd[k] = one_run(core, sides[k], f"r{i + 1} {k}", mode, metrics, drain_n, args.db,
-                             passthrough, runs_dir / f"r{i + 1}-{k}")
+            rnd[k] = one_run(
+                core,
+                sides[k],
+                f"r{i + 1} {k}",
+                mode,
+                metrics,
+                drain_n,
+                args.db,
+                passthrough,
+                runs_dir / f"r{i + 1}-{k}",
+            )
             rnd[k]["loadavg_after"] = os.getloadavg()
             for e in rnd[k]["errors"]:
                 log(f"round {i + 1} {k}: {e}")
         result["rounds"].append(rnd)
-    machine = next((r[k]["machine"] for r in result["rounds"] for k in "AB" if r[k].get("machine")), None)
+    machine = next(
+        (r[k]["machine"] for r in result["rounds"] for k in "AB" if r[k].get("machine")), None
+    )
     if machine:
         result["machine"].update(machine)
     result["elapsed_s"] = time.monotonic() - t0

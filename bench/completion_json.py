@@ -39,17 +39,26 @@ def dumps(c: Completion) -> str:
 
 def dumps_minimal(c: Completion) -> str:
     """The fairest json.dumps: only the five fields a plain success has."""
-    return json.dumps({"id": c.id, "token": str(c.token), "attempt": c.attempt,
-                       "status": c.status, "duration_ms": c.duration_ms}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "id": c.id,
+            "token": str(c.token),
+            "attempt": c.attempt,
+            "status": c.status,
+            "duration_ms": c.duration_ms,
+        },
+        separators=(",", ":"),
+    )
 
 
 def main() -> None:
     rounds, n = int(os.environ.get("R", 7)), int(os.environ.get("N", 200_000))
     c = Completion(id=123456, token=LEASE, attempt=1, status="COMPLETED", duration_ms=3)
-    assert json.loads(_success_json(c)) == {k: v for k, v in c.as_record().items()
-                                            if v is not None}
-    batch = [Completion(id=i, token=LEASE, attempt=1, status="COMPLETED", duration_ms=3)
-             for i in range(50)]
+    assert json.loads(_success_json(c)) == {k: v for k, v in c.as_record().items() if v is not None}
+    batch = [
+        Completion(id=i, token=LEASE, attempt=1, status="COMPLETED", duration_ms=3)
+        for i in range(50)
+    ]
     series = {
         "helper (hand-formatted)": (_completion_json, c, n),
         "json.dumps(as_record())": (dumps, c, n),
@@ -62,8 +71,10 @@ def main() -> None:
         for name, (fn, arg, calls) in series.items():
             found[name].append(per_call(fn, arg, calls))
     for name, values in found.items():
-        print(f"{name:26} {statistics.median(values):8.3f} µs per call "
-              f"(min {min(values):.3f}, max {max(values):.3f})")
+        print(
+            f"{name:26} {statistics.median(values):8.3f} µs per call "
+            f"(min {min(values):.3f}, max {max(values):.3f})"
+        )
 
 
 if __name__ == "__main__":

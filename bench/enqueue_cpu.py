@@ -36,9 +36,24 @@ def cursor_one() -> Callable[[int], None]:
     sql = queries.insert_one_sql(conf.get("NOTIFY_CHANNEL"), False)
 
     def one(i: int) -> None:
-        db.fetchone_prepared(None, sql, (
-            "noop", "default", 0, json.dumps({"i": i}), None, None, None, 5, None, None, 0.0,
-            conf.get("NOTIFY_CHANNEL")))
+        db.fetchone_prepared(
+            None,
+            sql,
+            (
+                "noop",
+                "default",
+                0,
+                json.dumps({"i": i}),
+                None,
+                None,
+                None,
+                5,
+                None,
+                None,
+                0.0,
+                conf.get("NOTIFY_CHANNEL"),
+            ),
+        )
 
     return one
 
@@ -54,8 +69,11 @@ def one_round(enqueue_one: Callable[[int], None]) -> tuple[float, float]:
 
 
 def main() -> None:
-    series = {"enqueue": pgjobs_client.enqueue_one, "cursor": cursor_one(),
-              "raw": pgjobs_client.sql_enqueue_one()}
+    series = {
+        "enqueue": pgjobs_client.enqueue_one,
+        "cursor": cursor_one(),
+        "raw": pgjobs_client.sql_enqueue_one(),
+    }
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in series}
     for _ in range(R):
         with connection.cursor() as c:
@@ -65,10 +83,14 @@ def main() -> None:
     cpu = {name: statistics.median(s[0] for s in v) for name, v in samples.items()}
     for name, v in samples.items():
         wall = statistics.median(s[1] for s in v)
-        print(f"{name:8s} CPU {cpu[name]:6.1f} µs/call  wall {wall:6.1f} µs/call  "
-              f"(CPU per round: {', '.join(f'{s[0]:.0f}' for s in v)})")
-    print(f"enqueue - raw: {cpu['enqueue'] - cpu['raw']:.1f} µs of CPU per call; "
-          f"enqueue - cursor (validation, encoding, the Job): {cpu['enqueue'] - cpu['cursor']:.1f}")
+        print(
+            f"{name:8s} CPU {cpu[name]:6.1f} µs/call  wall {wall:6.1f} µs/call  "
+            f"(CPU per round: {', '.join(f'{s[0]:.0f}' for s in v)})"
+        )
+    print(
+        f"enqueue - raw: {cpu['enqueue'] - cpu['raw']:.1f} µs of CPU per call; "
+        f"enqueue - cursor (validation, encoding, the Job): {cpu['enqueue'] - cpu['cursor']:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -57,16 +57,42 @@ RESULTS = BENCH / "results"
 
 MODES = {
     # quick: a smoke-level run of everything, well under 2 minutes once the environments exist
-    "quick": dict(reps=1, single_turns=1, enqueue_single_n=400, enqueue_bulk_n=5_000, drain_n=3_000,
-                  pilot_n=300, drain_budget_s=1.5, pickup_samples=30, pickup_budget_s=2.5,
-                  finished_rows=100_000, drain_timeout_s=60, total_budget_s=110, profile_n=5_000,
-                  soak_n=20_000, soak_rounds=5),
+    "quick": dict(
+        reps=1,
+        single_turns=1,
+        enqueue_single_n=400,
+        enqueue_bulk_n=5_000,
+        drain_n=3_000,
+        pilot_n=300,
+        drain_budget_s=1.5,
+        pickup_samples=30,
+        pickup_budget_s=2.5,
+        finished_rows=100_000,
+        drain_timeout_s=60,
+        total_budget_s=110,
+        profile_n=5_000,
+        soak_n=20_000,
+        soak_rounds=5,
+    ),
     # full: 3 repetitions, 20,000-job drains, 1M finished rows, under 15 minutes; the single
     # enqueues, the noisiest series (a commit's flush drifts from second to second), 5 turns
-    "full": dict(reps=3, single_turns=5, enqueue_single_n=2_000, enqueue_bulk_n=20_000, drain_n=20_000,
-                 pilot_n=1_000, drain_budget_s=6.0, pickup_samples=120, pickup_budget_s=5.0,
-                 finished_rows=1_000_000, drain_timeout_s=180, total_budget_s=840, profile_n=20_000,
-                 soak_n=100_000, soak_rounds=10),
+    "full": dict(
+        reps=3,
+        single_turns=5,
+        enqueue_single_n=2_000,
+        enqueue_bulk_n=20_000,
+        drain_n=20_000,
+        pilot_n=1_000,
+        drain_budget_s=6.0,
+        pickup_samples=120,
+        pickup_budget_s=5.0,
+        finished_rows=1_000_000,
+        drain_timeout_s=180,
+        total_budget_s=840,
+        profile_n=20_000,
+        soak_n=100_000,
+        soak_rounds=10,
+    ),
 }
 
 
@@ -82,13 +108,23 @@ class Ctx:
         if args.reps:
             self.cfg["reps"] = args.reps
         u = urlsplit(args.pg_url)
-        self.pg = {"host": u.hostname or "127.0.0.1", "port": u.port or 5432,
-                   "user": u.username or "postgres", "password": u.password or ""}
+        self.pg = {
+            "host": u.hostname or "127.0.0.1",
+            "port": u.port or 5432,
+            "user": u.username or "postgres",
+            "password": u.password or "",
+        }
         self.base_python = envs.find_python()
         self.pgjobs_args = args.pgjobs_args.split() if args.pgjobs_args else []
-        self.pgjobs_src, self.pgjobs_venv, self.pgjobs_db = args.pgjobs_src, args.pgjobs_venv, args.pgjobs_db
+        self.pgjobs_src, self.pgjobs_venv, self.pgjobs_db = (
+            args.pgjobs_src,
+            args.pgjobs_venv,
+            args.pgjobs_db,
+        )
         if self.pgjobs_db and not re.fullmatch(r"bench_[a-z0-9_]+", self.pgjobs_db):
-            raise SystemExit(f"--pgjobs-db {self.pgjobs_db!r}: the name must match bench_[a-z0-9_]+")
+            raise SystemExit(
+                f"--pgjobs-db {self.pgjobs_db!r}: the name must match bench_[a-z0-9_]+"
+            )
         self.git_head = _git("rev-parse", "HEAD")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         old = sorted((RESULTS / "tmp").glob("2*")) if (RESULTS / "tmp").is_dir() else []
@@ -107,8 +143,9 @@ class Ctx:
 
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", "-C", str(envs.REPO_DIR), *args], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(envs.REPO_DIR), *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -171,10 +208,12 @@ def vacuum(system: System, analyze: bool = False) -> None:
 
 def cpu_busy(seconds: float = 1.0) -> float:
     """Fraction of all CPUs busy over `seconds` (from /proc/stat)."""
+
     def snap():
         f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
         idle = f[3] + (f[4] if len(f) > 4 else 0)
         return sum(f), idle
+
     t1, i1 = snap()
     time.sleep(seconds)
     t2, i2 = snap()
@@ -186,7 +225,9 @@ def wait_quiet(max_s: float, threshold: float = 0.15) -> float:
     deadline = time.monotonic() + max_s
     busy = cpu_busy()
     while busy > threshold and time.monotonic() < deadline:
-        log(f"machine is {busy:.0%} busy with other work; waiting (up to {deadline - time.monotonic():.0f}s more)")
+        log(
+            f"machine is {busy:.0%} busy with other work; waiting (up to {deadline - time.monotonic():.0f}s more)"
+        )
         time.sleep(4)
         busy = cpu_busy()
     return busy
@@ -223,8 +264,9 @@ def client(ctx: Ctx, system: System, *args, timeout: float = 300, extra_env=None
     env = system.env()
     if extra_env:
         env.update(extra_env)
-    return procs.run_json(argv, env=env, cwd=cwd, timeout=timeout,
-                          log_path=ctx.tmp / f"{system.key}.log")
+    return procs.run_json(
+        argv, env=env, cwd=cwd, timeout=timeout, log_path=ctx.tmp / f"{system.key}.log"
+    )
 
 
 def setup_schema(ctx: Ctx, system: System) -> None:
@@ -233,10 +275,19 @@ def setup_schema(ctx: Ctx, system: System) -> None:
         with open(ctx.tmp / f"{system.key}.log", "ab") as lg:
             lg.write(("\n$ " + " ".join(argv) + "\n").encode())
             lg.flush()
-            res = subprocess.run(argv, env=system.env(), cwd=cwd, stdout=lg, stderr=lg,
-                                 stdin=subprocess.DEVNULL, timeout=180)
+            res = subprocess.run(
+                argv,
+                env=system.env(),
+                cwd=cwd,
+                stdout=lg,
+                stderr=lg,
+                stdin=subprocess.DEVNULL,
+                timeout=180,
+            )
         if res.returncode != 0:
-            raise RuntimeError(f"schema setup failed: {' '.join(argv)} (see {ctx.tmp / system.key}.log)")
+            raise RuntimeError(
+                f"schema setup failed: {' '.join(argv)} (see {ctx.tmp / system.key}.log)"
+            )
 
 
 @contextlib.contextmanager
@@ -275,8 +326,16 @@ def drain_n(ctx: Ctx, system: System, result: dict) -> int:
     return max(min(n, fit), cfg["pilot_n"])
 
 
-def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = False,
-          profile: str | None = None, analyze: bool = False) -> dict:
+def drain(
+    ctx: Ctx,
+    system: System,
+    n: int,
+    workers: int,
+    *,
+    keep_rows: bool = False,
+    profile: str | None = None,
+    analyze: bool = False,
+) -> dict:
     """Prefill n jobs, start `workers` worker processes, time until all n are finished."""
     if not keep_rows:
         reset(system)
@@ -294,9 +353,20 @@ def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = F
     try:
         for w in range(workers):
             argv, cwd = system.worker_argv(burst=True)
-            e = dict(env, BENCH_PROBE_SLOT=str(probe.PY_SLOTS + w)) if system.key == "pgboss" else env
-            started.append(procs.Proc(argv, env=e, cwd=cwd, log_path=ctx.tmp / f"{system.key}-worker.log",
-                                      name=f"{system.key}-w{w}"))
+            e = (
+                dict(env, BENCH_PROBE_SLOT=str(probe.PY_SLOTS + w))
+                if system.key == "pgboss"
+                else env
+            )
+            started.append(
+                procs.Proc(
+                    argv,
+                    env=e,
+                    cwd=cwd,
+                    log_path=ctx.tmp / f"{system.key}-worker.log",
+                    name=f"{system.key}-w{w}",
+                )
+            )
         prof = None
         if profile:
             prof = start_profiler(ctx, system, started[0], profile)
@@ -325,7 +395,8 @@ def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = F
                     bad = [p for p in started if p.rc != 0]
                     raise RuntimeError(
                         f"workers exited with {[p.rc for p in started]} after {reader.total()}/{n} "
-                        f"jobs\n{(bad or started)[0].tail()}")
+                        f"jobs\n{(bad or started)[0].tail()}"
+                    )
                 time.sleep(0.002)
         if t_end is None:
             raise RuntimeError(f"drain did not finish in {timeout}s ({reader.total()}/{n} handled)")
@@ -345,8 +416,12 @@ def drain(ctx: Ctx, system: System, n: int, workers: int, *, keep_rows: bool = F
             pass
     seconds = (t_end - first) / 1e9
     return {
-        "n": n, "workers": workers, "seconds": seconds, "rate": n / seconds,
-        "startup_s": (first - t_spawn) / 1e9, "wall_s": (t_end - t_spawn) / 1e9,
+        "n": n,
+        "workers": workers,
+        "seconds": seconds,
+        "rate": n / seconds,
+        "startup_s": (first - t_spawn) / 1e9,
+        "wall_s": (t_end - t_spawn) / 1e9,
         "rss_mb": max(p.maxrss_kb for p in started) / 1024,
         "rss_tree_mb": max(max(p.tree_kb, p.maxrss_kb) for p in started) / 1024,
         "exit_codes": [p.rc for p in started],
@@ -364,23 +439,41 @@ def pickup(ctx: Ctx, system: System) -> list[dict]:
     if system.key == "pgboss":
         env["BENCH_PROBE_SLOT"] = str(probe.PY_SLOTS)
     argv, cwd = system.worker_argv(burst=False)
-    w = procs.Proc(argv, env=env, cwd=cwd, log_path=ctx.tmp / f"{system.key}-worker.log",
-                   name=f"{system.key}-listen")
+    w = procs.Proc(
+        argv,
+        env=env,
+        cwd=cwd,
+        log_path=ctx.tmp / f"{system.key}-worker.log",
+        name=f"{system.key}-listen",
+    )
     samples = []
     try:
+
         def one() -> dict:
-            res = client(ctx, system, "pickup", ctx.cfg["pickup_samples"], ctx.cfg["pickup_budget_s"],
-                         *system.pickup_gap, timeout=ctx.cfg["pickup_budget_s"] + 120,
-                         extra_env={"BENCH_PROBE_FILE": probe_path})
+            res = client(
+                ctx,
+                system,
+                "pickup",
+                ctx.cfg["pickup_samples"],
+                ctx.cfg["pickup_budget_s"],
+                *system.pickup_gap,
+                timeout=ctx.cfg["pickup_budget_s"] + 120,
+                extra_env={"BENCH_PROBE_FILE": probe_path},
+            )
             if w.poll() is not None:
                 raise RuntimeError(f"pickup worker exited ({w.rc})\n{w.tail()}")
             lat = sorted(res["latencies_ms"])
             if not lat:
                 raise RuntimeError(f"no pickup sample ({res.get('timeouts')} timeouts)")
             return {
-                "n": len(lat), "timeouts": res.get("timeouts", 0),
-                "p50": pct(lat, 50), "p95": pct(lat, 95), "p99": pct(lat, 99),
-                "mean": statistics.fmean(lat), "max": lat[-1], "latencies_ms": lat,
+                "n": len(lat),
+                "timeouts": res.get("timeouts", 0),
+                "p50": pct(lat, 50),
+                "p95": pct(lat, 95),
+                "p99": pct(lat, 99),
+                "mean": statistics.fmean(lat),
+                "max": lat[-1],
+                "latencies_ms": lat,
             }
 
         for _ in range(ctx.cfg["reps"]):
@@ -405,8 +498,13 @@ def soak(ctx: Ctx, system: System) -> list[dict]:
     reader = probe.Reader(probe_path)
     env = dict(system.env(), BENCH_PROBE_FILE=probe_path)
     argv, cwd = system.worker_argv(burst=False)
-    w = procs.Proc(argv, env=env, cwd=cwd, log_path=ctx.tmp / f"{system.key}-soak.log",
-                   name=f"{system.key}-soak")
+    w = procs.Proc(
+        argv,
+        env=env,
+        cwd=cwd,
+        log_path=ctx.tmp / f"{system.key}-soak.log",
+        name=f"{system.key}-soak",
+    )
     per = ctx.cfg["soak_n"] // ctx.cfg["soak_rounds"]
     rss_mb: list[float] = []
     t0 = time.monotonic()
@@ -429,8 +527,15 @@ def soak(ctx: Ctx, system: System) -> list[dict]:
         except OSError:
             pass
     n = per * len(rss_mb)
-    return [{"n": n, "rate": n / (time.monotonic() - t0), "rss_mb_after_round": rss_mb,
-             "growth_mb": rss_mb[-1] - rss_mb[0], "rss_mb": max(rss_mb)}]
+    return [
+        {
+            "n": n,
+            "rate": n / (time.monotonic() - t0),
+            "rss_mb_after_round": rss_mb,
+            "growth_mb": rss_mb[-1] - rss_mb[0],
+            "rss_mb": max(rss_mb),
+        }
+    ]
 
 
 def pct(sorted_values: list[float], p: float) -> float:
@@ -452,8 +557,21 @@ def start_profiler(ctx: Ctx, system: System, proc: procs.Proc, tag: str):
         log("py-spy is not in the pgjobs environment; skipping the profile")
         return None
     out = ctx.tmp / f"{system.key}-profile-{tag}.txt"
-    argv = [str(spy), "record", "--pid", str(proc.pid), "--rate", "250", "--threads",
-            "--idle", "--format", "raw", "--output", str(out), "--nonblocking"]
+    argv = [
+        str(spy),
+        "record",
+        "--pid",
+        str(proc.pid),
+        "--rate",
+        "250",
+        "--threads",
+        "--idle",
+        "--format",
+        "raw",
+        "--output",
+        str(out),
+        "--nonblocking",
+    ]
     return procs.Proc(argv, env=dict(os.environ), log_path=ctx.tmp / "py-spy.log", name="py-spy")
 
 
@@ -474,9 +592,11 @@ SINGLE_METRICS = ("enqueue_single", "enqueue_single_sql", "enqueue_single_plain"
 
 def enqueue_sample(ctx: Ctx, system: System, cmd: str, n: int) -> dict:
     """One producer run of ``cmd`` (enqueue_single, enqueue_bulk, ...) on an emptied table."""
+
     def one():
         reset(system)
         return client(ctx, system, cmd, n)
+
     return measured(ctx, f"{system.key} {cmd}", one)
 
 
@@ -498,8 +618,13 @@ def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None
     ``--single-block 0`` measures the old way, for comparison: a producer process per sample,
     series in turns sample by sample. The per-system phase later skips what is done here.
     """
-    pairs = [(s, cmd) for s in systems if not s.skip_reason for cmd in SINGLE_METRICS
-             if cmd in s.metrics and cmd in ctx.metrics]
+    pairs = [
+        (s, cmd)
+        for s in systems
+        if not s.skip_reason
+        for cmd in SINGLE_METRICS
+        if cmd in s.metrics and cmd in ctx.metrics
+    ]
     if not pairs:
         return
     for s in {s.key: s for s, _ in pairs}.values():
@@ -507,26 +632,35 @@ def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None
     n, block = ctx.cfg["enqueue_single_n"], ctx.cfg["single_block"]
     samples = {(s.key, cmd): [] for s, cmd in pairs}
     turns = max(ctx.cfg["reps"], ctx.cfg["single_turns"])
-    log(f"single enqueues: {len(pairs)} series, {turns} turns, {n:,} jobs each"
-        + (f" in blocks of {block}" if block else ""))
+    log(
+        f"single enqueues: {len(pairs)} series, {turns} turns, {n:,} jobs each"
+        + (f" in blocks of {block}" if block else "")
+    )
     live = list(pairs)  # a series that fails once is out of the run
 
     def fail(s: System, cmd: str, exc: Exception) -> None:
         live.remove((s, cmd))
         results["systems"].setdefault(s.key, {}).setdefault("phase_errors", []).append(
-            f"{cmd}: {exc}")
+            f"{cmd}: {exc}"
+        )
         log(f"  {s.key:14s} {cmd:22s} FAILED: {exc}")
 
     for rep in range(turns):
         if not live:
             break
         if block:
-            turn = measured(ctx, f"single enqueues, turn {rep + 1}",
-                            lambda: single_turn(ctx, list(live), n, block, fail))
+            turn = measured(
+                ctx,
+                f"single enqueues, turn {rep + 1}",
+                lambda: single_turn(ctx, list(live), n, block, fail),
+            )
             for pair, sample in turn["series"].items():
                 sample["foreign_cpu_cores"] = turn["foreign_cpu_cores"]
-                redone = [dict(d["series"][pair], foreign_cpu_cores=d["foreign_cpu_cores"])
-                          for d in turn.get("discarded", []) if pair in d["series"]]
+                redone = [
+                    dict(d["series"][pair], foreign_cpu_cores=d["foreign_cpu_cores"])
+                    for d in turn.get("discarded", [])
+                    if pair in d["series"]
+                ]
                 if redone:
                     sample["discarded"] = redone
                 samples[pair].append(sample)
@@ -540,7 +674,10 @@ def enqueue_single_phase(ctx: Ctx, systems: list[System], results: dict) -> None
     for (key, cmd), got in samples.items():
         if len(got) == turns:
             results["systems"].setdefault(key, {}).setdefault("metrics", {})[cmd] = {
-                "samples": got, "interleaved": True, "block": block}
+                "samples": got,
+                "interleaved": True,
+                "block": block,
+            }
             log(f"  {key:14s} {cmd:22s} {summarize(cmd, got)}")
 
 
@@ -570,9 +707,14 @@ def single_turn(ctx: Ctx, series: list[tuple[System, str]], n: int, block: int, 
     try:
         for s, cmd in series:
             argv, cwd = s.client_argv("serve_single", cmd)
-            producers[(s, cmd)] = procs.Proc(argv, env=s.env(), cwd=cwd, pipes=True,
-                                             log_path=ctx.tmp / f"{s.key}.log",
-                                             name=f"{s.key} {cmd}")
+            producers[(s, cmd)] = procs.Proc(
+                argv,
+                env=s.env(),
+                cwd=cwd,
+                pipes=True,
+                log_path=ctx.tmp / f"{s.key}.log",
+                name=f"{s.key} {cmd}",
+            )
         for pair in list(producers):  # they start up side by side
             try:
                 warmup[pair] = producers[pair].reply(SINGLE_READY_TIMEOUT_S)["warmup_jobs"]
@@ -595,9 +737,18 @@ def single_turn(ctx: Ctx, series: list[tuple[System, str]], n: int, block: int, 
         for p in producers.values():
             p.wait(10.0)
             p.stop()
-    return {"series": {(s.key, cmd): {"n": n, "seconds": t, "rate": n / t, "block": block,
-                                       "warmup_jobs": warmup[(s, cmd)]}
-                       for (s, cmd), t in seconds.items()}}
+    return {
+        "series": {
+            (s.key, cmd): {
+                "n": n,
+                "seconds": t,
+                "rate": n / t,
+                "block": block,
+                "warmup_jobs": warmup[(s, cmd)],
+            }
+            for (s, cmd), t in seconds.items()
+        }
+    }
 
 
 # --- per system -------------------------------------------------------------------------------
@@ -617,7 +768,9 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
         try:
             samples = fn()
             m[metric] = {"samples": samples}
-            log(f"  {system.key:14s} {metric:22s} {summarize(metric, samples)}  ({time.monotonic() - t0:.1f}s)")
+            log(
+                f"  {system.key:14s} {metric:22s} {summarize(metric, samples)}  ({time.monotonic() - t0:.1f}s)"
+            )
         except Exception as exc:  # noqa: BLE001 - one broken metric must not end the run
             result["errors"].append(f"{metric}: {exc}")
             log(f"  {system.key:14s} {metric:22s} FAILED: {exc}")
@@ -632,8 +785,10 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     else:
         result["busy_before"] = cpu_busy(0.5)
     if result["busy_before"] > 0.15:
-        log(f"warning: the machine was {result['busy_before']:.0%} busy before {system.label}; "
-            "expect noisy numbers")
+        log(
+            f"warning: the machine was {result['busy_before']:.0%} busy before {system.label}; "
+            "expect noisy numbers"
+        )
     # what is measured: taken after the wait (an editable install follows the work tree)
     result["settings"] = system.settings_note()
     result["versions"] = system.versions()
@@ -643,26 +798,43 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
     record("enqueue_single_plain", lambda: enqueue("enqueue_single_plain", cfg["enqueue_single_n"]))
     record("enqueue_single_sql", lambda: enqueue("enqueue_single_sql", cfg["enqueue_single_n"]))
     record("enqueue_bulk", lambda: enqueue("enqueue_bulk", cfg["enqueue_bulk_n"]))
-    drains = {"drain_w1", "drain_w2", "drain_w1_nostats", "drain_w1_burststats", "drain_w1_finished"}
+    drains = {
+        "drain_w1",
+        "drain_w2",
+        "drain_w1_nostats",
+        "drain_w1_burststats",
+        "drain_w1_finished",
+    }
     n = drain_n(ctx, system, result) if ctx.metrics & drains & set(system.metrics) else 0
     result["drain_n"] = n
     reps2 = ctx.args.reps or 1  # secondary numbers: one repetition unless --reps asks for more
+
     # The database is fresh: no planner statistics yet.
     def drains(what: str, count: int, **kw):
-        return [measured(ctx, f"{system.key} {what}", lambda: drain(ctx, system, n, **kw))
-                for _ in range(count)]
+        return [
+            measured(ctx, f"{system.key} {what}", lambda: drain(ctx, system, n, **kw))
+            for _ in range(count)
+        ]
 
     # (drain_w1_nostats is measured once whatever happens: a repeat would have statistics)
-    record("drain_w1_nostats", lambda: [
-        measured(ctx, f"{system.key} drain_w1_nostats", lambda: drain(ctx, system, n, 1), retry=False)
-        for _ in range(reps2)])
+    record(
+        "drain_w1_nostats",
+        lambda: [
+            measured(
+                ctx, f"{system.key} drain_w1_nostats", lambda: drain(ctx, system, n, 1), retry=False
+            )
+            for _ in range(reps2)
+        ],
+    )
     if n:
         # The table now holds finished jobs only: their statistics (kept across TRUNCATE) are
         # the steady state every following empty-table drain plans with.
         vacuum(system, analyze=True)
     record("drain_w1", lambda: drains("drain_w1", reps, workers=1))
     record("drain_w2", lambda: drains("drain_w2", reps, workers=2))
-    record("drain_w1_burststats", lambda: drains("drain_w1_burststats", reps2, workers=1, analyze=True))
+    record(
+        "drain_w1_burststats", lambda: drains("drain_w1_burststats", reps2, workers=1, analyze=True)
+    )
     record("pickup", lambda: pickup(ctx, system))
 
     # django-pgjobs' target "over 1M finished rows >= 0.9x the empty table": its empty-table
@@ -684,16 +856,24 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
                 log(f"  {system.key:14s} {'drain_w1_alongside':22s} FAILED: {exc}")
 
         def over_finished():
-            s = measured(ctx, f"{system.key} drain_w1_finished",
-                         lambda: drain(ctx, system, n, 1, keep_rows=True))
+            s = measured(
+                ctx,
+                f"{system.key} drain_w1_finished",
+                lambda: drain(ctx, system, n, 1, keep_rows=True),
+            )
             s["finished_rows"] = cfg["finished_rows"]
             out.append(s)
 
         def beside_them():
             if live:
                 with on_database(system, twin):
-                    beside.append(measured(ctx, f"{system.key} drain_w1_alongside",
-                                           lambda: drain(ctx, system, n, 1, keep_rows=True)))
+                    beside.append(
+                        measured(
+                            ctx,
+                            f"{system.key} drain_w1_alongside",
+                            lambda: drain(ctx, system, n, 1, keep_rows=True),
+                        )
+                    )
 
         try:
             if twin:
@@ -708,12 +888,14 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
             result["finished_rows_setup_s"] = time.monotonic() - t0
             for rep in range(reps):  # F E, E F, F E, ...: each pair shares its minute
                 turn = (over_finished, lambda: on_twin(beside_them))
-                for step in (turn if rep % 2 == 0 else turn[::-1]):
+                for step in turn if rep % 2 == 0 else turn[::-1]:
                     step()
             if live:
                 m["drain_w1_alongside"] = {"samples": beside}
-                log(f"  {system.key:14s} {'drain_w1_alongside':22s} "
-                    f"{summarize('drain_w1_alongside', beside)}")
+                log(
+                    f"  {system.key:14s} {'drain_w1_alongside':22s} "
+                    f"{summarize('drain_w1_alongside', beside)}"
+                )
             return out
         finally:
             if twin:
@@ -733,7 +915,9 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
             summary = profile_summary.summarize(str(path), top=30)
             out = ctx.tmp / "pgjobs-profile-drain-summary.txt"
             out.write_text(profile_summary.render(summary) + "\n")
-            result["profiles"] = [{"tag": "drain", "file": str(path), "drain": s, "summary": summary}]
+            result["profiles"] = [
+                {"tag": "drain", "file": str(path), "drain": s, "summary": summary}
+            ]
             log(f"  profile: {s['rate']:,.0f} jobs/s under py-spy; summary in {out}")
         except Exception as exc:  # noqa: BLE001
             result["errors"].append(f"profile: {exc}")
@@ -741,11 +925,19 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
 
 def summarize(metric: str, samples: list[dict]) -> str:
     if metric == "pickup":
-        return "p50 " + ", ".join(f"{s['p50']:.2f}" for s in samples) + " ms; p99 " + ", ".join(
-            f"{s['p99']:.2f}" for s in samples) + " ms"
+        return (
+            "p50 "
+            + ", ".join(f"{s['p50']:.2f}" for s in samples)
+            + " ms; p99 "
+            + ", ".join(f"{s['p99']:.2f}" for s in samples)
+            + " ms"
+        )
     if metric == "soak":
-        return "RSS after each round " + ", ".join(
-            f"{mb:.0f}" for s in samples for mb in s["rss_mb_after_round"]) + " MB"
+        return (
+            "RSS after each round "
+            + ", ".join(f"{mb:.0f}" for s in samples for mb in s["rss_mb_after_round"])
+            + " MB"
+        )
     rates = ", ".join(f"{s['rate']:,.0f}" for s in samples)
     extra = ""
     if metric.startswith("drain"):
@@ -776,8 +968,17 @@ def machine_info(ctx: Ctx) -> dict:
     with admin(ctx) as c:
         pg["version"] = c.execute("SHOW server_version").fetchone()[0]
         pg["version_full"] = c.execute("SELECT version()").fetchone()[0]
-        for name in ("shared_buffers", "synchronous_commit", "fsync", "max_connections",
-                     "autovacuum", "wal_level", "work_mem", "max_wal_size", "jit"):
+        for name in (
+            "shared_buffers",
+            "synchronous_commit",
+            "fsync",
+            "max_connections",
+            "autovacuum",
+            "wal_level",
+            "work_mem",
+            "max_wal_size",
+            "jit",
+        ):
             pg[name] = c.execute(f"SHOW {name}").fetchone()[0]
     node = shutil.which("node")
     return {
@@ -786,10 +987,12 @@ def machine_info(ctx: Ctx) -> dict:
         "cores": os.cpu_count(),
         "mem_gb": round(mem_kb / 1024 / 1024, 1),
         "kernel": platform.release(),
-        "python": subprocess.run([ctx.base_python, "--version"], capture_output=True,
-                                 text=True).stdout.strip(),
+        "python": subprocess.run(
+            [ctx.base_python, "--version"], capture_output=True, text=True
+        ).stdout.strip(),
         "node": subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
-        if node else None,
+        if node
+        else None,
         "postgres": pg,
         "loadavg_at_start": os.getloadavg(),
         "repo_commit": ctx.git_head,
@@ -800,44 +1003,97 @@ def machine_info(ctx: Ctx) -> dict:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="bench/run.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="small counts, 1 repetition (default)")
-    g.add_argument("--full", action="store_true", help="20,000-job drains, 1M finished rows, 3 reps")
+    g.add_argument(
+        "--full", action="store_true", help="20,000-job drains, 1M finished rows, 3 reps"
+    )
     ap.add_argument("--only", help="comma-separated systems: " + ",".join(SYSTEMS))
     ap.add_argument("--metrics", help="comma-separated metrics (default: all)")
     ap.add_argument("--reps", type=int, help="repetitions per metric (medians and min/max)")
-    ap.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/"),
-                    help="server to use (databases bench_* are created and dropped there)")
-    ap.add_argument("--pgjobs-args", default=os.environ.get("BENCH_PGJOBS_ARGS", ""),
-                    help="extra runjobs flags for django-pgjobs, e.g. '--concurrency 8 --batch-size 100'")
-    ap.add_argument("--pgjobs-src", default=os.environ.get("BENCH_PROJECT_DIR"), metavar="PATH",
-                    help="measure the django-pgjobs of another checkout (default: this repository)")
-    ap.add_argument("--pgjobs-venv", metavar="NAME",
-                    help="environment bench/.venvs/NAME for django-pgjobs (default: pgjobs)")
-    ap.add_argument("--pgjobs-db", metavar="NAME",
-                    help="database for django-pgjobs, bench_[a-z0-9_]+ (default: bench_pgjobs)")
-    ap.add_argument("--drain-n", type=int, metavar="JOBS",
-                    help="jobs per drain, not sized down by the pilot drain (default: the mode's)")
+    ap.add_argument(
+        "--pg-url",
+        default=os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/"),
+        help="server to use (databases bench_* are created and dropped there)",
+    )
+    ap.add_argument(
+        "--pgjobs-args",
+        default=os.environ.get("BENCH_PGJOBS_ARGS", ""),
+        help="extra runjobs flags for django-pgjobs, e.g. '--concurrency 8 --batch-size 100'",
+    )
+    ap.add_argument(
+        "--pgjobs-src",
+        default=os.environ.get("BENCH_PROJECT_DIR"),
+        metavar="PATH",
+        help="measure the django-pgjobs of another checkout (default: this repository)",
+    )
+    ap.add_argument(
+        "--pgjobs-venv",
+        metavar="NAME",
+        help="environment bench/.venvs/NAME for django-pgjobs (default: pgjobs)",
+    )
+    ap.add_argument(
+        "--pgjobs-db",
+        metavar="NAME",
+        help="database for django-pgjobs, bench_[a-z0-9_]+ (default: bench_pgjobs)",
+    )
+    ap.add_argument(
+        "--drain-n",
+        type=int,
+        metavar="JOBS",
+        help="jobs per drain, not sized down by the pilot drain (default: the mode's)",
+    )
     ap.add_argument("--no-report", action="store_true", help="write latest.json only (no md/png)")
     ap.add_argument("--profile", action="store_true", help="py-spy a django-pgjobs drain_w1")
-    ap.add_argument("--keep-dbs", action="store_true", help="do not drop the bench_* databases at the end")
-    ap.add_argument("--budget", type=float, help="stop starting new measurements after this many seconds")
-    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
-                    help="before each system, wait up to this long for other CPU load to stop")
-    ap.add_argument("--foreign-limit", type=float, default=0.2, metavar="CORES",
-                    help="repeat a sample when other processes used more CPU than this meanwhile")
-    ap.add_argument("--retries", type=int, default=2,
-                    help="how often a sample taken under foreign load is repeated (default 2)")
-    ap.add_argument("--single-block", type=int, default=100, metavar="JOBS",
-                    help="single enqueues: jobs per block, the series taking turns block by block "
-                         "(default 100); 0: the series take turns sample by sample, a process each")
+    ap.add_argument(
+        "--keep-dbs", action="store_true", help="do not drop the bench_* databases at the end"
+    )
+    ap.add_argument(
+        "--budget", type=float, help="stop starting new measurements after this many seconds"
+    )
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before each system, wait up to this long for other CPU load to stop",
+    )
+    ap.add_argument(
+        "--foreign-limit",
+        type=float,
+        default=0.2,
+        metavar="CORES",
+        help="repeat a sample when other processes used more CPU than this meanwhile",
+    )
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        help="how often a sample taken under foreign load is repeated (default 2)",
+    )
+    ap.add_argument(
+        "--single-block",
+        type=int,
+        default=100,
+        metavar="JOBS",
+        help="single enqueues: jobs per block, the series taking turns block by block "
+        "(default 100); 0: the series take turns sample by sample, a process each",
+    )
     ap.add_argument("--out", default=str(RESULTS), help="directory for latest.json/md/png")
-    ap.add_argument("--report-only", action="store_true", help="re-render latest.md/png from latest.json")
+    ap.add_argument(
+        "--report-only", action="store_true", help="re-render latest.md/png from latest.json"
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
-    ap.add_argument("--producers", action="store_true",
-                    help="only the workload of many concurrent producers (bench/producers.py)")
+    ap.add_argument(
+        "--producers",
+        action="store_true",
+        help="only the workload of many concurrent producers (bench/producers.py)",
+    )
     return ap.parse_args(argv)
 
 
@@ -845,10 +1101,12 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.producers:
         import producers
+
         return producers.run(args)
     out_dir = Path(args.out)
     if args.report_only:
         import report
+
         report.render(out_dir / "latest.json", out_dir)
         return 0
     ctx = Ctx(args)
@@ -863,6 +1121,7 @@ def main(argv: list[str]) -> int:
                 raise SystemExit(f"unknown system {k!r}; choose from {', '.join(SYSTEMS)}")
             keys.append(k)
     from systems import ALL_METRICS
+
     if args.metrics:
         ctx.metrics = set(args.metrics.split(","))
     else:  # quick leaves out the secondary series, to stay near 2 minutes on a slow machine
@@ -890,7 +1149,9 @@ def main(argv: list[str]) -> int:
             log(f"skipping {s.label}: {s.skip_reason}")
         systems.append(s)
     setup_s = time.monotonic() - t_setup
-    log(f"environments ready in {setup_s:.0f}s; mode={ctx.mode} reps={ctx.cfg['reps']}; logs in {ctx.tmp}")
+    log(
+        f"environments ready in {setup_s:.0f}s; mode={ctx.mode} reps={ctx.cfg['reps']}; logs in {ctx.tmp}"
+    )
 
     results = {
         "schema": 1,
@@ -910,9 +1171,14 @@ def main(argv: list[str]) -> int:
         procs.kill_all()
     for s in systems:
         early = results["systems"].get(s.key, {})
-        r = {"label": s.label, "metrics": early.get("metrics", {}),
-             "errors": early.get("phase_errors", []), "skipped": s.skip_reason,
-             "settings": "", "versions": {}}
+        r = {
+            "label": s.label,
+            "metrics": early.get("metrics", {}),
+            "errors": early.get("phase_errors", []),
+            "skipped": s.skip_reason,
+            "settings": "",
+            "versions": {},
+        }
         results["systems"][s.key] = r
         if s.skip_reason:
             continue
@@ -933,7 +1199,9 @@ def main(argv: list[str]) -> int:
                     log(f"could not drop {s.db}: {exc}")
         r["elapsed_s"] = time.monotonic() - t0
         if r.get("versions") and s.versions() != r["versions"]:
-            r["errors"].append(f"the code changed while it was measured: {r['versions']} -> {s.versions()}")
+            r["errors"].append(
+                f"the code changed while it was measured: {r['versions']} -> {s.versions()}"
+            )
     results["run_s"] = time.monotonic() - t_run
     results["machine"]["loadavg_at_end"] = os.getloadavg()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -942,6 +1210,7 @@ def main(argv: list[str]) -> int:
     if args.no_report:
         return 0
     import report
+
     report.render(out_dir / "latest.json", out_dir)
     print((out_dir / "latest.md").read_text())
     return 0

@@ -35,8 +35,11 @@ from django_pgjobs import conf, enqueue_many, queries  # noqa: E402
 from django_pgjobs.queries import Completion  # noqa: E402
 
 N, B, R = (int(os.environ.get(k, d)) for k, d in (("N", 10_000), ("B", 50), ("R", 4)))
-VARIANTS = {"client": (False, "auto"), "prepared": (True, "auto"),
-            "generic": (True, "force_generic_plan")}
+VARIANTS = {
+    "client": (False, "auto"),
+    "prepared": (True, "auto"),
+    "generic": (True, "force_generic_plan"),
+}
 
 
 def backend_cpu(pid: int) -> float:
@@ -55,18 +58,24 @@ def one_round(variant: str) -> tuple[float, float, float]:
         c.execute("VACUUM pgjobs_job")
         c.execute("SELECT pg_backend_pid()")
         pid = c.fetchone()[0]
-    args = dict(worker_id="hot-path", types=["noop"], queues=["default"], limit=B,
-                lease_seconds=30.0)
+    args = dict(
+        worker_id="hot-path", types=["noop"], queues=["default"], limit=B, lease_seconds=30.0
+    )
     b0, p0, t0 = backend_cpu(pid), time.process_time(), time.perf_counter()
     rows, done = queries.claim(**args), 0
     while rows:
-        completions = [Completion(id=r.id, token=r.lease_token, attempt=r.attempts,
-                                  status="COMPLETED") for r in rows]
+        completions = [
+            Completion(id=r.id, token=r.lease_token, attempt=r.attempts, status="COMPLETED")
+            for r in rows
+        ]
         written, rows = queries.finalize_and_claim(completions, **args)
         done += len(written)
     wall = time.perf_counter() - t0
-    return ((backend_cpu(pid) - b0) / done * 1e6, (time.process_time() - p0) / done * 1e6,
-            wall / done * 1e6)
+    return (
+        (backend_cpu(pid) - b0) / done * 1e6,
+        (time.process_time() - p0) / done * 1e6,
+        wall / done * 1e6,
+    )
 
 
 def main() -> None:

@@ -35,8 +35,10 @@ from systems import SYSTEMS, System
 
 LEVELS = (1, 4, 16, 64)
 SECONDS = {"quick": 2.0, "full": 4.0}
-COPY_SQL = ("DROP TABLE IF EXISTS pgjobs_job_copy; "
-            "CREATE TABLE pgjobs_job_copy (LIKE pgjobs_job INCLUDING ALL)")
+COPY_SQL = (
+    "DROP TABLE IF EXISTS pgjobs_job_copy; "
+    "CREATE TABLE pgjobs_job_copy (LIKE pgjobs_job INCLUDING ALL)"
+)
 BASELINE = "pgjobs_copy"
 # Procrastinate's connector keeps a pool of connections per producer process: 64 of them
 # exceed the server's max_connections (100).
@@ -57,14 +59,20 @@ SERIES = [
 ]
 
 
-def start_producers(ctx: Ctx, system: System, cmd: str, n: int, started: list[procs.Proc]
-                    ) -> None:
+def start_producers(ctx: Ctx, system: System, cmd: str, n: int, started: list[procs.Proc]) -> None:
     """``n`` producers into ``started`` (the caller stops them, also when one fails to start)."""
     argv, cwd = system.client_argv("serve_producer", cmd)
     for i in range(n):
-        started.append(procs.Proc(argv, env=system.env(), cwd=cwd, pipes=True,
-                                  name=f"{system.key}-{i}",
-                                  log_path=ctx.tmp / f"producers-{system.key}.log"))
+        started.append(
+            procs.Proc(
+                argv,
+                env=system.env(),
+                cwd=cwd,
+                pipes=True,
+                name=f"{system.key}-{i}",
+                log_path=ctx.tmp / f"producers-{system.key}.log",
+            )
+        )
     for p in started:
         p.reply(timeout=180)  # {"ready": true}: imported, connected, warmed up
 
@@ -79,16 +87,22 @@ def sample(producers: list[procs.Proc], seconds: float) -> dict:
     return {"producers": len(producers), "jobs": jobs, "seconds": wall, "rate": jobs / wall}
 
 
-def run_series(ctx: Ctx, system: System, name: str, cmd: str, worker: bool, seconds: float,
-               out: dict) -> None:
+def run_series(
+    ctx: Ctx, system: System, name: str, cmd: str, worker: bool, seconds: float, out: dict
+) -> None:
     reset(system)
     if system.key == "pgjobs":
         sql(system, "TRUNCATE pgjobs_job_copy RESTART IDENTITY")
     runner = None
     if worker:
         argv, cwd = system.worker_argv(burst=False)
-        runner = procs.Proc(argv, env=system.env(), cwd=cwd, name="runjobs",
-                            log_path=ctx.tmp / "producers-runjobs.log")
+        runner = procs.Proc(
+            argv,
+            env=system.env(),
+            cwd=cwd,
+            name="runjobs",
+            log_path=ctx.tmp / "producers-runjobs.log",
+        )
         time.sleep(3.0)  # started, listening, asleep
     producers: list[procs.Proc] = []
     try:
@@ -129,7 +143,7 @@ def run(args) -> int:
     samples: dict = {}
     try:
         for rnd in range(ctx.cfg["reps"]):
-            turn = series[rnd % len(series):] + series[:rnd % len(series)]
+            turn = series[rnd % len(series) :] + series[: rnd % len(series)]
             for name, key, cmd, worker in turn:
                 try:
                     run_series(ctx, systems[key], name, cmd, worker, seconds, samples)
@@ -138,9 +152,14 @@ def run(args) -> int:
                     samples.setdefault(name, {})["error"] = str(exc)[:500]
     finally:
         procs.kill_all()
-    result = {"command": "python3 bench/run.py --producers " + ("--full" if args.full else ""),
-              "seconds_per_sample": seconds, "levels": LEVELS, "machine": machine_info(ctx),
-              "samples": samples, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    result = {
+        "command": "python3 bench/run.py --producers " + ("--full" if args.full else ""),
+        "seconds_per_sample": seconds,
+        "levels": LEVELS,
+        "machine": machine_info(ctx),
+        "samples": samples,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     (out / "producers.json").write_text(json.dumps(result, indent=1))
     (out / "producers.md").write_text(render(result))
     plot(result, out / "producers.png")
@@ -156,10 +175,12 @@ def render(result: dict) -> str:
         return statistics.median(rates) if rates else None
 
     lines = [
-        "# Enqueue with many producers (bench/producers.py)", "",
+        "# Enqueue with many producers (bench/producers.py)",
+        "",
         f"`{result['command'].strip()}`, {result['finished']}; each sample "
         f"{result['seconds_per_sample']:.0f} s; jobs/s, median (min–max) over rounds; ratio: "
-        f"to `{BASELINE}` at the same concurrency (the goal: `pgjobs` ≥ 0.8× at 16 and 64).", "",
+        f"to `{BASELINE}` at the same concurrency (the goal: `pgjobs` ≥ 0.8× at 16 and 64).",
+        "",
         "| series | " + " | ".join(f"{n} producers" for n in result["levels"]) + " |",
         "|---|" + "---|" * len(result["levels"]),
     ]
@@ -192,12 +213,22 @@ def plot(result: dict, path: Path) -> None:
         levels = [n for n in result["levels"] if by_level.get(str(n))]
         rates = [[s["rate"] for s in by_level[str(n)]] for n in levels]
         mids = [statistics.median(r) for r in rates]
-        err = [[m - min(r) for m, r in zip(mids, rates, strict=True)],
-               [max(r) - m for m, r in zip(mids, rates, strict=True)]]
+        err = [
+            [m - min(r) for m, r in zip(mids, rates, strict=True)],
+            [max(r) - m for m, r in zip(mids, rates, strict=True)],
+        ]
         ours, base = name.startswith("pgjobs"), name == BASELINE
-        ax.errorbar(levels, mids, yerr=err, marker="o", capsize=3, label=name,
-                    lw=2.4 if name in ("pgjobs", BASELINE) else 1.2,
-                    ls="--" if base else "-", alpha=1.0 if ours else 0.6)
+        ax.errorbar(
+            levels,
+            mids,
+            yerr=err,
+            marker="o",
+            capsize=3,
+            label=name,
+            lw=2.4 if name in ("pgjobs", BASELINE) else 1.2,
+            ls="--" if base else "-",
+            alpha=1.0 if ours else 0.6,
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(result["levels"]), [str(n) for n in result["levels"]])
     ax.set_xlabel("concurrent producers (one job per transaction)")

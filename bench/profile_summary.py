@@ -29,7 +29,9 @@ def _func(frame: str) -> str:
 
 
 def summarize(path: str, top: int = 25) -> dict:
-    groups: dict[str, dict] = defaultdict(lambda: {"samples": 0, "incl": Counter(), "self": Counter()})
+    groups: dict[str, dict] = defaultdict(
+        lambda: {"samples": 0, "incl": Counter(), "self": Counter()}
+    )
     total = 0
     with open(path, errors="replace") as f:
         for line in f:

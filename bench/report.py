@@ -71,8 +71,14 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
 
     def rel(name, a, b, threshold, label_b):
         if a is None or b is None:
-            out.append((name, "n/a (missing: " + ("django-pgjobs" if a is None else label_b) + ")",
-                        f">= {threshold}×", None))
+            out.append(
+                (
+                    name,
+                    "n/a (missing: " + ("django-pgjobs" if a is None else label_b) + ")",
+                    f">= {threshold}×",
+                    None,
+                )
+            )
             return
         out.append((name, ratio(a, b), f">= {threshold}×", a[0] / b[0] >= threshold))
 
@@ -85,9 +91,14 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
         if not sa or not sb or len(sa["samples"]) != len(sb["samples"]) or len(sa["samples"]) < 2:
             return
         r = sorted(x["rate"] / y["rate"] for x, y in zip(sa["samples"], sb["samples"], strict=True))
-        out.append((f"(info) {name}, turn by turn",
-                    f"median {statistics.median(r):.2f}× ({r[0]:.2f}–{r[-1]:.2f}×, {len(r)} turns)",
-                    "—", None))
+        out.append(
+            (
+                f"(info) {name}, turn by turn",
+                f"median {statistics.median(r):.2f}× ({r[0]:.2f}–{r[-1]:.2f}×, {len(r)} turns)",
+                "—",
+                None,
+            )
+        )
 
     # The fastest peer per metric (the raw systems are limits, not peers).
     def fastest_peer(name):
@@ -102,26 +113,46 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
     peer, best = fastest_peer("drain_w2")
     rel(f"drain_w2 vs the fastest peer ({peer or 'none'})", w2, best, 1.5, "peers")
     rel("drain_w2 vs raw limit", w2, metric(res, RAW, "drain_w2"), 0.6, "raw limit")
-    rel("drain_w1 vs PgQueuer", metric(res, PGJOBS, "drain_w1"), metric(res, "pgqueuer", "drain_w1"), 2.0, "PgQueuer")
+    rel(
+        "drain_w1 vs PgQueuer",
+        metric(res, PGJOBS, "drain_w1"),
+        metric(res, "pgqueuer", "drain_w1"),
+        2.0,
+        "PgQueuer",
+    )
     single, plain = metric(res, PGJOBS, "enqueue_single"), metric(res, RAW, "enqueue_single_plain")
     peer, best = fastest_peer("enqueue_single")
     rel(f"enqueue single vs the fastest peer ({peer or 'none'})", single, best, 1.3, "peers")
     # enqueue() against the INSERT it sends, from raw psycopg into the same table: what the
     # library's Python costs a one-job transaction (the schema's guarantees cost the same to both)
     sql_only = metric(res, PGJOBS, "enqueue_single_sql")
-    rel("enqueue single vs its INSERT from raw psycopg", single, sql_only, 0.95,
-        "enqueue_single_sql")
+    rel(
+        "enqueue single vs its INSERT from raw psycopg",
+        single,
+        sql_only,
+        0.95,
+        "enqueue_single_sql",
+    )
     if (res["systems"].get(PGJOBS, {}).get("metrics", {}).get("enqueue_single") or {}).get(
-            "interleaved"):  # measured in turns with the other single enqueues
-        turns("enqueue single vs its INSERT from raw psycopg", (PGJOBS, "enqueue_single"),
-              (PGJOBS, "enqueue_single_sql"))
+        "interleaved"
+    ):  # measured in turns with the other single enqueues
+        turns(
+            "enqueue single vs its INSERT from raw psycopg",
+            (PGJOBS, "enqueue_single"),
+            (PGJOBS, "enqueue_single_sql"),
+        )
     # Retired as a target (the schema's guarantees cost what they cost): the bare 8-column
     # INSERT without trigger, and with the raw limit's statement NOTIFY trigger.
     info("enqueue single vs raw single INSERT (retired target)", single, plain)
     info("enqueue single vs raw INSERT + NOTIFY", single, metric(res, RAW, "enqueue_single"))
     info("django-pgjobs' INSERT from raw psycopg vs raw single INSERT", sql_only, plain)
-    rel("enqueue_many vs pg-boss bulk", metric(res, PGJOBS, "enqueue_bulk"),
-        metric(res, "pgboss", "enqueue_bulk"), 1.5, "pg-boss")
+    rel(
+        "enqueue_many vs pg-boss bulk",
+        metric(res, PGJOBS, "enqueue_bulk"),
+        metric(res, "pgboss", "enqueue_bulk"),
+        1.5,
+        "pg-boss",
+    )
     for key, limit in (("p50", 1.5), ("p99", 10.0)):
         m = metric(res, PGJOBS, "pickup", key)
         if m is None:
@@ -134,14 +165,29 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
     fin = res.get("config", {}).get("finished_rows", 0)
     finished, before = metric(res, PGJOBS, "drain_w1_finished"), metric(res, PGJOBS, "drain_w1")
     alongside = metric(res, PGJOBS, "drain_w1_alongside")
-    rel(f"drain_w1 over {fin:,} finished rows vs "
-        + ("the same drains without them (twin table, taking turns)" if alongside
-           else "empty table"), finished, alongside or before, 0.9, "empty-table drain")
+    rel(
+        f"drain_w1 over {fin:,} finished rows vs "
+        + (
+            "the same drains without them (twin table, taking turns)"
+            if alongside
+            else "empty table"
+        ),
+        finished,
+        alongside or before,
+        0.9,
+        "empty-table drain",
+    )
     if alongside:
-        turns(f"drain_w1 over {fin:,} finished rows vs the same drains without them",
-              (PGJOBS, "drain_w1_finished"), (PGJOBS, "drain_w1_alongside"))
-        info(f"drain_w1 over {fin:,} finished rows vs drain_w1, measured before them",
-             finished, before)
+        turns(
+            f"drain_w1 over {fin:,} finished rows vs the same drains without them",
+            (PGJOBS, "drain_w1_finished"),
+            (PGJOBS, "drain_w1_alongside"),
+        )
+        info(
+            f"drain_w1 over {fin:,} finished rows vs drain_w1, measured before them",
+            finished,
+            before,
+        )
     rss = []
     for name in ("drain_w1", "drain_w2", "drain_w1_finished"):
         s = res["systems"].get(PGJOBS, {}).get("metrics", {}).get(name)
@@ -156,9 +202,14 @@ def targets(res: dict) -> list[tuple[str, str, str, bool | None]]:
         s = soaked["samples"][0]
         series = s["rss_mb_after_round"]
         # "no growth": the resident size after the last round within 5 MB of the first round's
-        out.append((f"no RSS growth over a {s['n']:,}-job soak",
-                    f"{series[0]:.0f} -> {series[-1]:.0f} MB ({s['growth_mb']:+.1f} MB)",
-                    "<= +5 MB", s["growth_mb"] <= 5.0))
+        out.append(
+            (
+                f"no RSS growth over a {s['n']:,}-job soak",
+                f"{series[0]:.0f} -> {series[-1]:.0f} MB ({s['growth_mb']:+.1f} MB)",
+                "<= +5 MB",
+                s["growth_mb"] <= 5.0,
+            )
+        )
     else:
         out.append(("no RSS growth over the soak", "n/a", "<= +5 MB", None))
     return out
@@ -172,35 +223,59 @@ def render_md(res: dict) -> str:
     label = {k: v["label"] for k, v in res["systems"].items()}
     L = []
     L.append("# django-pgjobs benchmark\n")
-    L.append(f"`{res.get('command', 'python3 bench/run.py')}` — {res['mode']} mode, "
-             f"{cfg['reps']} repetition(s) per number, medians with <sub>min–max</sub>.\n")
+    L.append(
+        f"`{res.get('command', 'python3 bench/run.py')}` — {res['mode']} mode, "
+        f"{cfg['reps']} repetition(s) per number, medians with <sub>min–max</sub>.\n"
+    )
     L.append(f"- **Date:** {mach['date']}  ")
-    L.append(f"- **Machine:** {mach['cpu_model']}, {mach['cores']} cores, {mach['mem_gb']} GB RAM, "
-             f"Linux {mach['kernel']}  ")
-    L.append(f"- **PostgreSQL:** {pg.get('version')} on 127.0.0.1 (shared_buffers {pg.get('shared_buffers')}, "
-             f"synchronous_commit {pg.get('synchronous_commit')}, fsync {pg.get('fsync')}, "
-             f"autovacuum {pg.get('autovacuum')})  ")
+    L.append(
+        f"- **Machine:** {mach['cpu_model']}, {mach['cores']} cores, {mach['mem_gb']} GB RAM, "
+        f"Linux {mach['kernel']}  "
+    )
+    L.append(
+        f"- **PostgreSQL:** {pg.get('version')} on 127.0.0.1 (shared_buffers {pg.get('shared_buffers')}, "
+        f"synchronous_commit {pg.get('synchronous_commit')}, fsync {pg.get('fsync')}, "
+        f"autovacuum {pg.get('autovacuum')})  "
+    )
     L.append(f"- **Runtimes:** {mach.get('python')}, node {mach.get('node') or 'absent'}  ")
-    capped = [f"{v['label']} {v['drain_n']:,}" for v in res["systems"].values()
-              if v.get("drain_n") and v["drain_n"] < cfg["drain_n"]]
+    capped = [
+        f"{v['label']} {v['drain_n']:,}"
+        for v in res["systems"].values()
+        if v.get("drain_n") and v["drain_n"] < cfg["drain_n"]
+    ]
     turns = max(cfg["reps"], cfg.get("single_turns", cfg["reps"]))
     block = cfg.get("single_block")
-    L.append(f"- **Counts:** enqueue single {cfg['enqueue_single_n']:,} jobs × {turns} turns"
-             + (f" (in blocks of {block})" if block else "") + ", "
-             f"bulk {cfg['enqueue_bulk_n']:,}, "
-             f"drains {cfg['drain_n']:,} no-op jobs"
-             + (f" (fewer for systems that cannot drain that many in {cfg['drain_budget_s']:g} s, sized "
-                f"by a pilot drain: {', '.join(capped)})" if capped else "")
-             + f", pickup up to {cfg['pickup_samples']} samples per repetition, "
-             f"{cfg['finished_rows']:,} finished rows  ")
-    L.append(f"- **Run time:** {res.get('run_s', 0):.0f} s of measurements "
-             f"(+{res.get('environment_setup_s', 0):.0f} s environment check/build)\n")
+    L.append(
+        f"- **Counts:** enqueue single {cfg['enqueue_single_n']:,} jobs × {turns} turns"
+        + (f" (in blocks of {block})" if block else "")
+        + ", "
+        f"bulk {cfg['enqueue_bulk_n']:,}, "
+        f"drains {cfg['drain_n']:,} no-op jobs"
+        + (
+            f" (fewer for systems that cannot drain that many in {cfg['drain_budget_s']:g} s, sized "
+            f"by a pilot drain: {', '.join(capped)})"
+            if capped
+            else ""
+        )
+        + f", pickup up to {cfg['pickup_samples']} samples per repetition, "
+        f"{cfg['finished_rows']:,} finished rows  "
+    )
+    L.append(
+        f"- **Run time:** {res.get('run_s', 0):.0f} s of measurements "
+        f"(+{res.get('environment_setup_s', 0):.0f} s environment check/build)\n"
+    )
 
     # --- main table
     L.append("## Results\n")
-    L.append("Throughput in jobs/s (higher is better); pickup latency in ms (lower is better); RSS "
-             "is the largest worker process's peak.\n")
-    head = ["system"] + [t for _, t in THROUGHPUT] + ["pickup p50", "pickup p95", "pickup p99", "worker RSS MB"]
+    L.append(
+        "Throughput in jobs/s (higher is better); pickup latency in ms (lower is better); RSS "
+        "is the largest worker process's peak.\n"
+    )
+    head = (
+        ["system"]
+        + [t for _, t in THROUGHPUT]
+        + ["pickup p50", "pickup p95", "pickup p99", "worker RSS MB"]
+    )
     L.append("| " + " | ".join(head) + " |")
     L.append("|" + "---|" * len(head))
     for k in systems:
@@ -221,28 +296,39 @@ def render_md(res: dict) -> str:
                 row.append(cell(m))
         for key in ("p50", "p95", "p99"):
             row.append(cell(metric(res, k, "pickup", key), fmt_ms))
-        rss = [x for name in ("drain_w1", "drain_w2", "drain_w1_finished")
-               for x in (res["systems"][k]["metrics"].get(name, {}) or {}).get("samples", [])]
+        rss = [
+            x
+            for name in ("drain_w1", "drain_w2", "drain_w1_finished")
+            for x in (res["systems"][k]["metrics"].get(name, {}) or {}).get("samples", [])
+        ]
         row.append(f"{max(x['rss_mb'] for x in rss):.0f}" if rss else "—")
         L.append("| " + " | ".join(row) + " |")
     L.append("")
 
     # --- statistics robustness
-    rows = [k for k in systems if metric(res, k, "drain_w1_nostats") or metric(res, k, "drain_w1_burststats")]
+    rows = [
+        k
+        for k in systems
+        if metric(res, k, "drain_w1_nostats") or metric(res, k, "drain_w1_burststats")
+    ]
     if rows:
         L.append("### Planner statistics\n")
-        L.append("The drains above plan with the statistics of a table of finished jobs (ANALYZE "
-                 "after a first drain; the steady state autovacuum leaves — this server runs with "
-                 "autovacuum off, so the bench VACUUMs and ANALYZEs itself). The same 1-worker drain "
-                 "in two other states (1 repetition): a fresh table that was never analyzed, and "
-                 "statistics gathered while the table held only the pending burst (what autovacuum "
-                 "may catch right after a big enqueue).\n")
+        L.append(
+            "The drains above plan with the statistics of a table of finished jobs (ANALYZE "
+            "after a first drain; the steady state autovacuum leaves — this server runs with "
+            "autovacuum off, so the bench VACUUMs and ANALYZEs itself). The same 1-worker drain "
+            "in two other states (1 repetition): a fresh table that was never analyzed, and "
+            "statistics gathered while the table held only the pending burst (what autovacuum "
+            "may catch right after a big enqueue).\n"
+        )
         L.append("| system | drain, 1 worker | no statistics | ratio | burst statistics | ratio |")
         L.append("|---|---|---|---|---|---|")
         for k in rows:
             b = metric(res, k, "drain_w1")
             a1, a2 = metric(res, k, "drain_w1_nostats"), metric(res, k, "drain_w1_burststats")
-            L.append(f"| {label[k]} | {cell(b)} | {cell(a1)} | {ratio(a1, b)} | {cell(a2)} | {ratio(a2, b)} |")
+            L.append(
+                f"| {label[k]} | {cell(b)} | {cell(a1)} | {ratio(a1, b)} | {cell(a2)} | {ratio(a2, b)} |"
+            )
         L.append("")
 
     # --- ratios
@@ -250,7 +336,9 @@ def render_md(res: dict) -> str:
         if ref not in res["systems"] or res["systems"][ref].get("skipped"):
             continue
         L.append(f"### Ratios vs {ref_label} (system ÷ {ref_label}, medians)\n")
-        L.append("For throughput above 1× is faster than the reference; for latency above 1× is slower.\n")
+        L.append(
+            "For throughput above 1× is faster than the reference; for latency above 1× is slower.\n"
+        )
         head = ["system"] + [t for _, t in THROUGHPUT] + ["pickup p50", "pickup p99"]
         L.append("| " + " | ".join(head) + " |")
         L.append("|" + "---|" * len(head))
@@ -300,11 +388,15 @@ def render_md(res: dict) -> str:
         repeated = sum(len(x.get("discarded", [])) for x in samples)
         loaded = [x for x in samples if x.get("foreign_cpu_cores", 0) > 0.2]
         if repeated:
-            L.append(f"  - {repeated} sample(s) taken while other work used the CPUs were thrown away "
-                     "and measured again")
+            L.append(
+                f"  - {repeated} sample(s) taken while other work used the CPUs were thrown away "
+                "and measured again"
+            )
         if loaded:
-            L.append(f"  - warning: {len(loaded)} sample(s) kept despite other work using up to "
-                     f"{max(x['foreign_cpu_cores'] for x in loaded):.2f} cores meanwhile: noisier")
+            L.append(
+                f"  - warning: {len(loaded)} sample(s) kept despite other work using up to "
+                f"{max(x['foreign_cpu_cores'] for x in loaded):.2f} cores meanwhile: noisier"
+            )
         for e in s.get("errors", []):
             L.append(f"  - error: `{e.splitlines()[0][:300]}`")
         extra = []
@@ -320,18 +412,25 @@ def render_md(res: dict) -> str:
     profs = res["systems"].get(PGJOBS, {}).get("profiles") or []
     if profs:
         L.append("## Where a django-pgjobs worker spends its time (py-spy)\n")
-        L.append("`py-spy record --threads --idle --nonblocking` on one `runjobs --burst` worker; "
-                 "share of each thread's samples, waiting included. Profiling slows the worker.\n")
+        L.append(
+            "`py-spy record --threads --idle --nonblocking` on one `runjobs --burst` worker; "
+            "share of each thread's samples, waiting included. Profiling slows the worker.\n"
+        )
         for prof in profs:
             summ = prof["summary"]
-            L.append(f"{prof['drain']['n']:,} jobs at {fmt_rate(prof['drain']['rate'])} jobs/s under the "
-                     "profiler (steady-state statistics):\n")
+            L.append(
+                f"{prof['drain']['n']:,} jobs at {fmt_rate(prof['drain']['rate'])} jobs/s under the "
+                "profiler (steady-state statistics):\n"
+            )
             for name, g in summ["groups"].items():
                 if g["share"] < 0.03:
                     continue  # start-up samples of threads not yet named
                 L.append(f"- {name} ({g['share']:.0%} of samples)")
-                shown = [(fn, sh) for fn, sh in g["inclusive"]
-                         if ("django_pgjobs" in fn or "psycopg" in fn or "logging" in fn) and sh >= 0.02][:10]
+                shown = [
+                    (fn, sh)
+                    for fn, sh in g["inclusive"]
+                    if ("django_pgjobs" in fn or "psycopg" in fn or "logging" in fn) and sh >= 0.02
+                ][:10]
                 for fn, sh in shown:
                     L.append(f"  - {sh:.0%} in `{fn}`")
             L.append("")
@@ -351,12 +450,15 @@ def render_md(res: dict) -> str:
         "- **Enqueue single**: N calls of the system's public enqueue API from one process, one "
         "job per transaction (autocommit), after 20 warm-up calls. Every system's single-enqueue "
         "series take turns: "
-        + (f"in each turn every series has a long-lived producer, and the producers enqueue "
-           f"{block} jobs at a time, one producer at a time, in an order that rotates every block "
-           "(a commit's WAL flush drifts from second to second: so every series sees the same "
-           "stretches of it); a turn's blocks add up to one sample per series. "
-           if block else "one producer process of N jobs per series and turn, one series after "
-           "another, in an order that rotates every turn. ")
+        + (
+            f"in each turn every series has a long-lived producer, and the producers enqueue "
+            f"{block} jobs at a time, one producer at a time, in an order that rotates every block "
+            "(a commit's WAL flush drifts from second to second: so every series sees the same "
+            "stretches of it); a turn's blocks add up to one sample per series. "
+            if block
+            else "one producer process of N jobs per series and turn, one series after "
+            "another, in an order that rotates every turn. "
+        )
         + "**Bulk**: one call with N jobs (raw: COPY).\n"
         "- **Pickup**: one idle worker in its normal (listening/polling) mode; the producer "
         "enqueues one job, reads the clock right after the commit returns, and waits for the "
@@ -385,7 +487,10 @@ def render_png(res: dict, path: Path) -> None:
 
     keys = [k for k, v in res["systems"].items() if not v.get("skipped")]
     labels = [res["systems"][k]["label"] for k in keys]
-    colors = ["#d62728" if k == PGJOBS else ("#7f7f7f" if k.startswith("raw") else "#1f77b4") for k in keys]
+    colors = [
+        "#d62728" if k == PGJOBS else ("#7f7f7f" if k.startswith("raw") else "#1f77b4")
+        for k in keys
+    ]
     panels = THROUGHPUT + [("pickup", "pickup latency p50 / p99 (ms)")]
     fig, axes = plt.subplots(2, 3, figsize=(18, 9.5), layout="constrained")
     for ax, (name, title) in zip(axes.flat, panels, strict=False):
@@ -396,8 +501,15 @@ def render_png(res: dict, path: Path) -> None:
             for off, key, alpha in ((-0.2, "p50", 1.0), (0.2, "p99", 0.45)):
                 vals = [metric(res, k, "pickup", key) for k in keys]
                 mids = [v[0] if v else 0 for v in vals]
-                ax.barh([y + off for y in ys], [max(m - base, 0) for m in mids], left=base,
-                        height=0.38, color=colors, alpha=alpha, label=key)
+                ax.barh(
+                    [y + off for y in ys],
+                    [max(m - base, 0) for m in mids],
+                    left=base,
+                    height=0.38,
+                    color=colors,
+                    alpha=alpha,
+                    label=key,
+                )
                 for y, m in zip(ys, mids, strict=True):
                     if m:
                         ax.text(m, y + off, " " + fmt_ms(m), va="center", fontsize=7)
@@ -407,12 +519,28 @@ def render_png(res: dict, path: Path) -> None:
             base = 10.0
             vals = [metric(res, k, name) for k in keys]
             mids = [v[0] if v else 0 for v in vals]
-            err = [[(v[0] - v[1]) if v else 0 for v in vals], [(v[2] - v[0]) if v else 0 for v in vals]]
-            ax.barh(ys, [max(m - base, 0) for m in mids], left=base, color=colors, xerr=err,
-                    capsize=3, error_kw={"ecolor": "#333", "lw": 0.8})
+            err = [
+                [(v[0] - v[1]) if v else 0 for v in vals],
+                [(v[2] - v[0]) if v else 0 for v in vals],
+            ]
+            ax.barh(
+                ys,
+                [max(m - base, 0) for m in mids],
+                left=base,
+                color=colors,
+                xerr=err,
+                capsize=3,
+                error_kw={"ecolor": "#333", "lw": 0.8},
+            )
             for y, v in zip(ys, vals, strict=True):
                 if v:
-                    ax.text(v[2] if v[2] > v[0] else v[0], y, " " + fmt_rate(v[0]), va="center", fontsize=8)
+                    ax.text(
+                        v[2] if v[2] > v[0] else v[0],
+                        y,
+                        " " + fmt_rate(v[0]),
+                        va="center",
+                        fontsize=8,
+                    )
                 else:
                     ax.text(base, y, " n/a", va="center", fontsize=8, color="#888")
             top = max([base * 10] + [v[2] for v in vals if v])
@@ -424,9 +552,12 @@ def render_png(res: dict, path: Path) -> None:
         ax.set_title(title + ("" if name == "pickup" else " — jobs/s"), fontsize=10)
         ax.grid(axis="x", which="major", alpha=0.3)
     mach = res["machine"]
-    fig.suptitle(f"django-pgjobs vs raw SQL vs peers — {mach['cpu_model']} × {mach['cores']} cores, "
-                 f"PostgreSQL {mach['postgres'].get('version')}, {res['mode']} mode, "
-                 f"{res['config']['reps']} rep(s), {mach['date'][:10]}", fontsize=11)
+    fig.suptitle(
+        f"django-pgjobs vs raw SQL vs peers — {mach['cpu_model']} × {mach['cores']} cores, "
+        f"PostgreSQL {mach['postgres'].get('version')}, {res['mode']} mode, "
+        f"{res['config']['reps']} rep(s), {mach['date'][:10]}",
+        fontsize=11,
+    )
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -441,5 +572,7 @@ def render(json_path: Path, out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    p = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "results" / "latest.json")
+    p = Path(
+        sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "results" / "latest.json"
+    )
     render(p, p.parent)

@@ -20,8 +20,16 @@ BENCH = envs.BENCH_DIR
 DRIVERS = BENCH / "drivers"
 
 ALL_METRICS = (
-    "enqueue_single", "enqueue_bulk", "drain_w1_nostats", "drain_w1", "drain_w2",
-    "drain_w1_burststats", "pickup", "drain_w1_finished", "drain_w1_alongside", "soak",
+    "enqueue_single",
+    "enqueue_bulk",
+    "drain_w1_nostats",
+    "drain_w1",
+    "drain_w2",
+    "drain_w1_burststats",
+    "pickup",
+    "drain_w1_finished",
+    "drain_w1_alongside",
+    "soak",
 )
 
 
@@ -45,7 +53,9 @@ class System:
 
     # --- environment -----------------------------------------------------------------------
     def build(self) -> None:
-        self.python = str(envs.ensure_venv(self.venv, self.ctx.base_python)) if self.venv else sys.executable
+        self.python = (
+            str(envs.ensure_venv(self.venv, self.ctx.base_python)) if self.venv else sys.executable
+        )
 
     def versions(self) -> dict[str, str]:
         return {}
@@ -53,13 +63,17 @@ class System:
     def env(self) -> dict[str, str]:
         e = dict(os.environ)
         e.pop("PYTHONPATH", None)
-        e.update({
-            "DATABASE_URL": self.url,
-            "PYTHONPATH": str(DRIVERS),
-            "PYTHONUNBUFFERED": "1",
-            "PGHOST": self.ctx.pg["host"], "PGPORT": str(self.ctx.pg["port"]),
-            "PGUSER": self.ctx.pg["user"], "PGDATABASE": self.db,
-        })
+        e.update(
+            {
+                "DATABASE_URL": self.url,
+                "PYTHONPATH": str(DRIVERS),
+                "PYTHONUNBUFFERED": "1",
+                "PGHOST": self.ctx.pg["host"],
+                "PGPORT": str(self.ctx.pg["port"]),
+                "PGUSER": self.ctx.pg["user"],
+                "PGDATABASE": self.db,
+            }
+        )
         if self.ctx.pg.get("password"):
             e["PGPASSWORD"] = self.ctx.pg["password"]
         return e
@@ -101,8 +115,15 @@ class RawLimit(System):
         return [self.python, str(DRIVERS / "raw.py"), *args], None
 
     def worker_argv(self, burst):
-        argv = [self.python, str(DRIVERS / "raw.py"), "worker", "--mode", self.mode,
-                "--batch", str(self.batch)]
+        argv = [
+            self.python,
+            str(DRIVERS / "raw.py"),
+            "worker",
+            "--mode",
+            self.mode,
+            "--batch",
+            str(self.batch),
+        ]
         return argv + (["--burst"] if burst else []), None
 
     def finished_sql(self, n):
@@ -113,19 +134,29 @@ class RawLimit(System):
         )
 
     def versions(self):
-        return envs.venv_versions("core", ["psycopg", "psycopg-binary"]) if self.venv is None else {}
+        return (
+            envs.venv_versions("core", ["psycopg", "psycopg-binary"]) if self.venv is None else {}
+        )
 
     def settings_note(self):
-        return (f"claim batch {self.batch} (one UPDATE..FROM MATERIALIZED CTE, SKIP LOCKED), "
-                "one UPDATE per batch to finish; single INSERT + statement NOTIFY trigger; COPY bulk")
+        return (
+            f"claim batch {self.batch} (one UPDATE..FROM MATERIALIZED CTE, SKIP LOCKED), "
+            "one UPDATE per batch to finish; single INSERT + statement NOTIFY trigger; COPY bulk"
+        )
 
 
 class RawPerJob(RawLimit):
     key = "raw_perjob"
     label = "raw psycopg (per-job finalize)"
     mode = "perjob"
-    metrics = ("drain_w1_nostats", "drain_w1", "drain_w2", "drain_w1_burststats", "pickup",
-               "drain_w1_finished")
+    metrics = (
+        "drain_w1_nostats",
+        "drain_w1",
+        "drain_w2",
+        "drain_w1_burststats",
+        "pickup",
+        "drain_w1_finished",
+    )
 
     def settings_note(self):
         return "claim batch 100 like raw_limit, then one UPDATE (one transaction) per finished job"
@@ -143,8 +174,10 @@ class PgJobs(System):
     # One count per partial index (claim: PENDING, lease: RUNNING). `status IN (...)` planned a
     # parallel sequential scan of the whole table: over 1M finished rows, ~80 ms of both cores
     # per poll, at the very end of the drain_w1_finished it times.
-    remaining_sql = ("SELECT (SELECT count(*) FROM pgjobs_job WHERE status = 'PENDING') "
-                     "+ (SELECT count(*) FROM pgjobs_job WHERE status = 'RUNNING')")
+    remaining_sql = (
+        "SELECT (SELECT count(*) FROM pgjobs_job WHERE status = 'PENDING') "
+        "+ (SELECT count(*) FROM pgjobs_job WHERE status = 'RUNNING')"
+    )
     project = BENCH / "pgjobs_bench"
     metrics = ALL_METRICS + ("enqueue_single_sql",)
 
@@ -152,8 +185,9 @@ class PgJobs(System):
         super().__init__(ctx)
         # another checkout, environment and database (bench/ab.py); defaults: this repository,
         # bench/.venvs/pgjobs, bench_pgjobs
-        self.src = Path(getattr(ctx, "pgjobs_src", None) or os.environ.get("BENCH_PROJECT_DIR")
-                        or envs.REPO_DIR).resolve()
+        self.src = Path(
+            getattr(ctx, "pgjobs_src", None) or os.environ.get("BENCH_PROJECT_DIR") or envs.REPO_DIR
+        ).resolve()
         self.venv = getattr(ctx, "pgjobs_venv", None) or "pgjobs"
         self.db = getattr(ctx, "pgjobs_db", None) or self.db
         self.url = ctx.pg_url(self.db)
@@ -162,8 +196,11 @@ class PgJobs(System):
         if not (self.src / "django_pgjobs" / "__init__.py").exists():
             self.skip_reason = f"django_pgjobs/ is not in {self.src}"
             return
-        self.python = str(envs.ensure_venv(self.venv, self.ctx.base_python, req_name="pgjobs",
-                                           project_dir=self.src))
+        self.python = str(
+            envs.ensure_venv(
+                self.venv, self.ctx.base_python, req_name="pgjobs", project_dir=self.src
+            )
+        )
 
     def versions(self):
         import subprocess
@@ -173,17 +210,49 @@ class PgJobs(System):
         if src != envs.REPO_DIR.resolve():
             v["src"] = str(src)
         try:
-            head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
-                                  capture_output=True, text=True, timeout=10).stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--",
-                                    "django_pgjobs", "pyproject.toml"],
-                                   capture_output=True, text=True, timeout=10).stdout.strip()
-            pkg = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h", "--",
-                                  "django_pgjobs", "pyproject.toml"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
+            head = subprocess.run(
+                ["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            dirty = subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(src),
+                    "status",
+                    "--porcelain",
+                    "--",
+                    "django_pgjobs",
+                    "pyproject.toml",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            pkg = subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(src),
+                    "log",
+                    "-1",
+                    "--format=%h",
+                    "--",
+                    "django_pgjobs",
+                    "pyproject.toml",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
             if head:
-                v["git"] = (head + (f" (django_pgjobs last changed in {pkg})" if pkg and pkg != head else "")
-                            + (" + uncommitted changes" if dirty else ""))
+                v["git"] = (
+                    head
+                    + (f" (django_pgjobs last changed in {pkg})" if pkg and pkg != head else "")
+                    + (" + uncommitted changes" if dirty else "")
+                )
         except (OSError, subprocess.SubprocessError):
             pass
         return v
@@ -215,17 +284,28 @@ class PgJobs(System):
         defaults = ""
         try:
             out = subprocess.run(
-                [self.python, "-c", "from django_pgjobs.conf import DEFAULTS as D; "
-                 "print(D.get('CONCURRENCY'), D.get('BATCH_SIZE'), D.get('POLL_INTERVAL'), "
-                 "D.get('PREFETCH'))"],
-                capture_output=True, text=True, timeout=30).stdout.split()
-            defaults = f" (package defaults: concurrency {out[0]}, batch size {out[1]}, " \
-                       f"prefetch {out[3]}, poll interval {out[2]} s, verbosity 1)"
+                [
+                    self.python,
+                    "-c",
+                    "from django_pgjobs.conf import DEFAULTS as D; "
+                    "print(D.get('CONCURRENCY'), D.get('BATCH_SIZE'), D.get('POLL_INTERVAL'), "
+                    "D.get('PREFETCH'))",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.split()
+            defaults = (
+                f" (package defaults: concurrency {out[0]}, batch size {out[1]}, "
+                f"prefetch {out[3]}, poll interval {out[2]} s, verbosity 1)"
+            )
         except (OSError, subprocess.SubprocessError, IndexError):
             pass
         extra = " ".join(self.ctx.pgjobs_args)
-        return (f"manage.py runjobs --queues default{(' ' + extra) if extra else ''} [--burst]"
-                f"{'' if extra else defaults}; enqueue() in autocommit; enqueue_many()")
+        return (
+            f"manage.py runjobs --queues default{(' ' + extra) if extra else ''} [--burst]"
+            f"{'' if extra else defaults}; enqueue() in autocommit; enqueue_many()"
+        )
 
 
 # --- peers ------------------------------------------------------------------------------------
@@ -246,14 +326,22 @@ class Procrastinate(System):
         return envs.venv_versions(self.venv, ["procrastinate", "psycopg", "psycopg-pool"])
 
     def schema_cmds(self):
-        return [([self.procrastinate_bin(), "--app=procrastinate_app.app", "schema", "--apply"], None)]
+        return [
+            ([self.procrastinate_bin(), "--app=procrastinate_app.app", "schema", "--apply"], None)
+        ]
 
     def client_argv(self, *args):
         return [self.python, str(DRIVERS / "procrastinate_client.py"), *args], None
 
     def worker_argv(self, burst):
-        return [self.procrastinate_bin(), "--app=procrastinate_app.app", "worker",
-                "--queues", "default", "--one-shot" if burst else "--wait"], None
+        return [
+            self.procrastinate_bin(),
+            "--app=procrastinate_app.app",
+            "worker",
+            "--queues",
+            "default",
+            "--one-shot" if burst else "--wait",
+        ], None
 
     def finished_sql(self, n):
         # procrastinate_jobs rows in their final state (the status-events triggers fire too)
@@ -264,20 +352,31 @@ class Procrastinate(System):
         )
 
     def settings_note(self):
-        return ("procrastinate worker --queues default (defaults: concurrency 1, LISTEN/NOTIFY); "
-                "--one-shot for drains; async task; task.defer() / batch_defer()")
+        return (
+            "procrastinate worker --queues default (defaults: concurrency 1, LISTEN/NOTIFY); "
+            "--one-shot for drains; async task; task.defer() / batch_defer()"
+        )
 
 
 class TasksDB(System):
     key = "tasksdb"
     label = "django-tasks-db"
     venv = "tasksdb"
-    metrics = ("enqueue_single", "drain_w1_nostats", "drain_w1", "drain_w2",
-               "drain_w1_burststats", "pickup", "drain_w1_finished")
+    metrics = (
+        "enqueue_single",
+        "drain_w1_nostats",
+        "drain_w1",
+        "drain_w2",
+        "drain_w1_burststats",
+        "pickup",
+        "drain_w1_finished",
+    )
     truncate = ["django_tasks_database_dbtaskresult"]
     vacuum = ["django_tasks_database_dbtaskresult"]
-    remaining_sql = ("SELECT count(*) FROM django_tasks_database_dbtaskresult "
-                     "WHERE status IN ('READY', 'RUNNING')")
+    remaining_sql = (
+        "SELECT count(*) FROM django_tasks_database_dbtaskresult "
+        "WHERE status IN ('READY', 'RUNNING')"
+    )
     project = BENCH / "tasksdb_bench"
     pickup_gap = (0.02, 1.02)  # db_worker polls every 1 s (no LISTEN)
 
@@ -291,7 +390,13 @@ class TasksDB(System):
         return [self.python, str(DRIVERS / "tasksdb_client.py"), *args], None
 
     def worker_argv(self, burst):
-        argv = [self.python, str(self.project / "manage.py"), "db_worker", "--queue-name", "default"]
+        argv = [
+            self.python,
+            str(self.project / "manage.py"),
+            "db_worker",
+            "--queue-name",
+            "default",
+        ]
         return argv + (["--batch"] if burst else []), None
 
     def finished_sql(self, n):
@@ -306,8 +411,10 @@ class TasksDB(System):
         )
 
     def settings_note(self):
-        return ("manage.py db_worker (defaults: 1 task per transaction, 1 s polling interval, "
-                "no LISTEN); --batch for drains; Task.enqueue(); no bulk API; CONN_MAX_AGE=600")
+        return (
+            "manage.py db_worker (defaults: 1 task per transaction, 1 s polling interval, "
+            "no LISTEN); --batch for drains; Task.enqueue(); no bulk API; CONN_MAX_AGE=600"
+        )
 
 
 class PgQueuer(System):
@@ -328,7 +435,9 @@ class PgQueuer(System):
         return [self.python, str(DRIVERS / "pgqueuer_client.py"), *args], None
 
     def worker_argv(self, burst):
-        return [self.python, str(DRIVERS / "pgqueuer_worker.py")] + (["--drain"] if burst else []), str(DRIVERS)
+        return [self.python, str(DRIVERS / "pgqueuer_worker.py")] + (
+            ["--drain"] if burst else []
+        ), str(DRIVERS)
 
     def finished_sql(self, n):
         # PgQueuer deletes a finished job from its queue table and keeps its history in
@@ -339,9 +448,11 @@ class PgQueuer(System):
         )
 
     def settings_note(self):
-        return ("pgqueuer.run('pgqueuer_app:main') = `pgq run` defaults (batch 10, unlimited "
-                "concurrency, LISTEN/NOTIFY), mode drain for drains; asyncpg driver; "
-                "Queries.enqueue() scalar / lists")
+        return (
+            "pgqueuer.run('pgqueuer_app:main') = `pgq run` defaults (batch 10, unlimited "
+            "concurrency, LISTEN/NOTIFY), mode drain for drains; asyncpg driver; "
+            "Queries.enqueue() scalar / lists"
+        )
 
 
 class PgBoss(System):
@@ -349,8 +460,7 @@ class PgBoss(System):
     label = "pg-boss (node)"
     truncate = ["pgboss.job_common"]
     vacuum = ["pgboss.job_common"]
-    remaining_sql = ("SELECT count(*) FROM pgboss.job WHERE name = 'noop' "
-                     "AND state < 'completed'")
+    remaining_sql = "SELECT count(*) FROM pgboss.job WHERE name = 'noop' AND state < 'completed'"
     node_dir = BENCH / "pgboss"
     burst_exits = False  # no burst mode: stopped by the orchestrator
 
@@ -378,9 +488,14 @@ class PgBoss(System):
 
         try:
             pkg = json.loads((self.env_dir / "node_modules/pg-boss/package.json").read_text())
-            node_v = subprocess.run([self.node, "--version"], capture_output=True, text=True).stdout.strip()
-            return {"pg-boss": pkg["version"], "node": node_v,
-                    "pg-boss engines.node": pkg.get("engines", {}).get("node", "")}
+            node_v = subprocess.run(
+                [self.node, "--version"], capture_output=True, text=True
+            ).stdout.strip()
+            return {
+                "pg-boss": pkg["version"],
+                "node": node_v,
+                "pg-boss engines.node": pkg.get("engines", {}).get("node", ""),
+            }
         except (OSError, ValueError, KeyError):
             return {}
 
@@ -401,9 +516,11 @@ class PgBoss(System):
         )
 
     def settings_note(self):
-        return ("boss.work('noop', {batchSize: 100, burstWhenBatchFull: true}) with useListenNotify "
-                "and a notify:true queue; boss.send() / boss.insert(); no burst mode (stopped "
-                "with SIGTERM once the drain is complete)")
+        return (
+            "boss.work('noop', {batchSize: 100, burstWhenBatchFull: true}) with useListenNotify "
+            "and a notify:true queue; boss.send() / boss.insert(); no burst mode (stopped "
+            "with SIGTERM once the drain is complete)"
+        )
 
 
 class Oban(System):
@@ -414,8 +531,10 @@ class Oban(System):
     truncate = ["oban_jobs"]
     vacuum = ["oban_jobs"]
     # the fetch index leads with state: one index range per unfinished state
-    remaining_sql = ("SELECT count(*) FROM oban_jobs "
-                     "WHERE state IN ('available', 'scheduled', 'executing', 'retryable')")
+    remaining_sql = (
+        "SELECT count(*) FROM oban_jobs "
+        "WHERE state IN ('available', 'scheduled', 'executing', 'retryable')"
+    )
     queue_limit = 10  # `oban start --queues default:10`, the docs' example
 
     def oban_bin(self):
@@ -436,8 +555,16 @@ class Oban(System):
         return [self.python, str(DRIVERS / "oban_client.py"), *args], None
 
     def worker_argv(self, burst):
-        return [self.oban_bin(), "start", "--dsn", self.url, "--queues",
-                f"default:{self.queue_limit}", "--log-level", "WARNING"], str(DRIVERS)
+        return [
+            self.oban_bin(),
+            "start",
+            "--dsn",
+            self.url,
+            "--queues",
+            f"default:{self.queue_limit}",
+            "--log-level",
+            "WARNING",
+        ], str(DRIVERS)
 
     def finished_sql(self, n):
         return (
@@ -448,20 +575,27 @@ class Oban(System):
         )
 
     def settings_note(self):
-        return (f"`oban install`, then `oban start --queues default:{self.queue_limit}` (the "
-                "docs' way: its CLI, default pool of 10, insert trigger + LISTEN/NOTIFY, no "
-                "burst mode: stopped with SIGTERM once the drain is complete); Worker.enqueue() "
-                "/ Oban.enqueue_many() from an unstarted Oban instance")
+        return (
+            f"`oban install`, then `oban start --queues default:{self.queue_limit}` (the "
+            "docs' way: its CLI, default pool of 10, insert trigger + LISTEN/NOTIFY, no "
+            "burst mode: stopped with SIGTERM once the drain is complete); Worker.enqueue() "
+            "/ Oban.enqueue_many() from an unstarted Oban instance"
+        )
 
 
 # Run order: the targets' references first (raw limit, pg-boss, PgQueuer), so that a run whose
 # time budget runs out on a slow machine skips the slowest peers, not the comparisons that matter.
 SYSTEMS: dict[str, type[System]] = {
-    cls.key: cls for cls in (PgJobs, RawLimit, PgBoss, PgQueuer, Oban, RawPerJob, Procrastinate,
-                             TasksDB)
+    cls.key: cls
+    for cls in (PgJobs, RawLimit, PgBoss, PgQueuer, Oban, RawPerJob, Procrastinate, TasksDB)
 }
 ALIASES = {
-    "django-pgjobs": "pgjobs", "raw": "raw_limit", "raw-limit": "raw_limit",
-    "raw-perjob": "raw_perjob", "django-tasks-db": "tasksdb", "tasks-db": "tasksdb",
-    "pg-boss": "pgboss", "oban-py": "oban",
+    "django-pgjobs": "pgjobs",
+    "raw": "raw_limit",
+    "raw-limit": "raw_limit",
+    "raw-perjob": "raw_perjob",
+    "django-tasks-db": "tasksdb",
+    "tasks-db": "tasksdb",
+    "pg-boss": "pgboss",
+    "oban-py": "oban",
 }

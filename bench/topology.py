@@ -57,16 +57,40 @@ def with_db(url: str, name: str) -> str:
 
 
 class Worker:
-    def __init__(self, queue_url: str, direct_url: str, *args: str, pooled: bool = False,
-                 pgjobs: dict | None = None):
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}:{PROJECT}", "BENCH_QUEUE_URL": queue_url,
-               "BENCH_DIRECT_URL": direct_url, "BENCH_POOLED": "1" if pooled else "",
-               "BENCH_PGJOBS": json.dumps(pgjobs or {})}
+    def __init__(
+        self,
+        queue_url: str,
+        direct_url: str,
+        *args: str,
+        pooled: bool = False,
+        pgjobs: dict | None = None,
+    ):
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{ROOT}:{PROJECT}",
+            "BENCH_QUEUE_URL": queue_url,
+            "BENCH_DIRECT_URL": direct_url,
+            "BENCH_POOLED": "1" if pooled else "",
+            "BENCH_PGJOBS": json.dumps(pgjobs or {}),
+        }
         self.log = open(RESULTS / "tmp" / "topology-worker.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(  # noqa: S603
-            [sys.executable, "-m", "django", "runjobs", "--settings", "topology_settings",
-             "--queues", "default", *args], cwd=PROJECT, env=env, stdout=self.log,
-            stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "django",
+                "runjobs",
+                "--settings",
+                "topology_settings",
+                "--queues",
+                "default",
+                *args,
+            ],
+            cwd=PROJECT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -75,25 +99,40 @@ class Worker:
 
 
 def manage(direct_url: str, *args: str) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{PROJECT}", "BENCH_QUEUE_URL": direct_url,
-           "BENCH_DIRECT_URL": direct_url}
-    subprocess.run([sys.executable, "-m", "django", *args, "--settings", "topology_settings"],  # noqa: S603
-                   cwd=PROJECT, env=env, check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}:{PROJECT}",
+        "BENCH_QUEUE_URL": direct_url,
+        "BENCH_DIRECT_URL": direct_url,
+    }
+    subprocess.run(
+        [sys.executable, "-m", "django", *args, "--settings", "topology_settings"],  # noqa: S603
+        cwd=PROJECT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
 
 
 def insert(conn: psycopg.Connection, job_type: str, n: int = 1, config: str = "{}") -> list[int]:
     with conn.transaction():
-        ids = [r[0] for r in conn.execute(
-            "INSERT INTO pgjobs_job (type, config) SELECT %s, %s::jsonb FROM generate_series(1, %s)"
-            " RETURNING id", [job_type, config, n])]
+        ids = [
+            r[0]
+            for r in conn.execute(
+                "INSERT INTO pgjobs_job (type, config) SELECT %s, %s::jsonb FROM generate_series(1, %s)"
+                " RETURNING id",
+                [job_type, config, n],
+            )
+        ]
         conn.execute("SELECT pg_notify('pgjobs', 'default')")
     return ids
 
 
 def wait_done(conn: psycopg.Connection, ids: list[int], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while conn.execute("SELECT count(*) FROM pgjobs_job WHERE id = ANY(%s) AND status <> "
-                       "'COMPLETED'", [ids]).fetchone()[0]:
+    while conn.execute(
+        "SELECT count(*) FROM pgjobs_job WHERE id = ANY(%s) AND status <> 'COMPLETED'", [ids]
+    ).fetchone()[0]:
         if time.monotonic() > deadline:
             raise RuntimeError(f"jobs {ids[:5]}… not completed within {timeout}s")
         time.sleep(0.003)
@@ -110,12 +149,19 @@ def pickup_run(enqueue_url: str, samples: int) -> dict:
             time.sleep(random.uniform(0.05, 2.05))  # noqa: S311
             (job_id,) = insert(conn, "bench.noop")
             wait_done(conn, [job_id])
-            waits.append(conn.execute(
-                "SELECT extract(epoch FROM started_at - created_at) * 1000 FROM pgjobs_job "
-                "WHERE id = %s", [job_id]).fetchone()[0])
+            waits.append(
+                conn.execute(
+                    "SELECT extract(epoch FROM started_at - created_at) * 1000 FROM pgjobs_job "
+                    "WHERE id = %s",
+                    [job_id],
+                ).fetchone()[0]
+            )
     waits = sorted(float(w) for w in waits)
-    return {"p50": statistics.median(waits), "p95": waits[int(0.95 * (len(waits) - 1))],
-            "samples": waits}
+    return {
+        "p50": statistics.median(waits),
+        "p95": waits[int(0.95 * (len(waits) - 1))],
+        "samples": waits,
+    }
 
 
 def pickup(direct: str, bouncer: PgBouncer, samples: int, reps: int) -> dict:
@@ -123,8 +169,12 @@ def pickup(direct: str, bouncer: PgBouncer, samples: int, reps: int) -> dict:
     configs = {
         "direct, LISTEN": (direct, direct, False, {}),
         "PgBouncer, no listener (polls every 1 s)": (pooled, pooled, True, {}),
-        "PgBouncer + direct listener (LISTEN_DATABASE)": (pooled, pooled, True,
-                                                          {"LISTEN_DATABASE": "direct"}),
+        "PgBouncer + direct listener (LISTEN_DATABASE)": (
+            pooled,
+            pooled,
+            True,
+            {"LISTEN_DATABASE": "direct"},
+        ),
     }
     out: dict = {}
     for rep in range(reps):
@@ -144,11 +194,18 @@ def budget_run(direct: str, conn: psycopg.Connection, concurrency: int) -> dict:
     try:
         ids = insert(conn, "bench.touch", 3 * concurrency, '{"seconds": 0.05}')
         deadline = time.monotonic() + 120
-        while conn.execute("SELECT count(*) FROM pgjobs_job WHERE id = ANY(%s) AND status <> "
-                           "'COMPLETED'", [ids]).fetchone()[0] and time.monotonic() < deadline:
+        while (
+            conn.execute(
+                "SELECT count(*) FROM pgjobs_job WHERE id = ANY(%s) AND status <> 'COMPLETED'",
+                [ids],
+            ).fetchone()[0]
+            and time.monotonic() < deadline
+        ):
             rows = conn.execute(
                 "SELECT split_part(application_name, ':', 5), count(*) FROM pg_stat_activity "
-                "WHERE application_name LIKE %s GROUP BY 1", [f"pgjobs:%:{w.proc.pid}:%"])
+                "WHERE application_name LIKE %s GROUP BY 1",
+                [f"pgjobs:%:{w.proc.pid}:%"],
+            )
             for role, n in rows:
                 most[role] = max(most.get(role, 0), n)
             time.sleep(0.02)
@@ -163,22 +220,34 @@ def budget(direct: str, levels: list[int]) -> dict:
 
 
 def report(result: dict) -> str:
-    lines = ["# Behind PgBouncer: pickup latency and connections per worker", "",
-             f"`{result['command']}` — {result['date']}, {result['cores']} cores, "
-             f"{result['server']}, PgBouncer {result['pgbouncer']} (transaction mode, pool of 3)."
-             "", "",
-             f"## Pickup latency ({result['samples']} jobs per run, {result['reps']} runs; "
-             "median over runs of each run's p50 / p95, ms)", "",
-             "| worker's connections | p50 | p95 | runs' p50 |", "|---|---|---|---|"]
+    lines = [
+        "# Behind PgBouncer: pickup latency and connections per worker",
+        "",
+        f"`{result['command']}` — {result['date']}, {result['cores']} cores, "
+        f"{result['server']}, PgBouncer {result['pgbouncer']} (transaction mode, pool of 3)."
+        "",
+        "",
+        f"## Pickup latency ({result['samples']} jobs per run, {result['reps']} runs; "
+        "median over runs of each run's p50 / p95, ms)",
+        "",
+        "| worker's connections | p50 | p95 | runs' p50 |",
+        "|---|---|---|---|",
+    ]
     for name, runs in result["pickup"].items():
         p50 = statistics.median(r["p50"] for r in runs)
         p95 = statistics.median(r["p95"] for r in runs)
         each = ", ".join(f"{r['p50']:.1f}" for r in runs)
         lines.append(f"| {name} | {p50:.1f} | {p95:.1f} | {each} |")
-    lines += ["", "## Connections of one direct `runjobs` by role (most seen at once)", "",
-              "Each of 3 x C jobs uses the database for 50 ms from its handler thread.", "",
-              "| --concurrency | main (claim loop) | services | listen | exec (handler threads)"
-              " | total |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Connections of one direct `runjobs` by role (most seen at once)",
+        "",
+        "Each of 3 x C jobs uses the database for 50 ms from its handler thread.",
+        "",
+        "| --concurrency | main (claim loop) | services | listen | exec (handler threads)"
+        " | total |",
+        "|---|---|---|---|---|---|",
+    ]
     for c, roles in result["budget"].items():
         cells = [roles.get(r, 0) for r in ("main", "services", "listen", "exec")]
         lines.append(f"| {c} | " + " | ".join(map(str, cells)) + f" | {sum(cells)} |")
@@ -208,12 +277,23 @@ def main() -> None:
         finally:
             with psycopg.connect(admin, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-    pgb = subprocess.run([find_pgbouncer() or "pgbouncer", "--version"],  # noqa: S603
-                         capture_output=True, text=True, check=False).stdout.split()[1]
-    result = {"command": "python bench/topology.py " + " ".join(sys.argv[1:]),
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "cores": os.cpu_count(), "server": f"PostgreSQL {version}", "pgbouncer": pgb,
-              "samples": args.samples, "reps": args.reps, "pickup": lat, "budget": used}
+    pgb = subprocess.run(
+        [find_pgbouncer() or "pgbouncer", "--version"],  # noqa: S603
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()[1]
+    result = {
+        "command": "python bench/topology.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cores": os.cpu_count(),
+        "server": f"PostgreSQL {version}",
+        "pgbouncer": pgb,
+        "samples": args.samples,
+        "reps": args.reps,
+        "pickup": lat,
+        "budget": used,
+    }
     (RESULTS / "topology.json").write_text(json.dumps(result, indent=1) + "\n")
     (RESULTS / "topology.md").write_text(report(result))
     print(report(result))

@@ -154,11 +154,16 @@ class StateFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [
-            ("PENDING", "Pending (all)"), ("due", "Pending, due now"),
-            ("scheduled", "Scheduled (due later)"), ("retrying", "Retrying (attempts > 0)"),
-            ("RUNNING", "Running"), ("stale", "Stale (lease expired)"),
-            ("COMPLETED", "Completed"), ("COMPLETED_WITH_ERRORS", "Completed with errors"),
-            ("FAILED", "Failed"), ("CANCELLED", "Cancelled"),
+            ("PENDING", "Pending (all)"),
+            ("due", "Pending, due now"),
+            ("scheduled", "Scheduled (due later)"),
+            ("retrying", "Retrying (attempts > 0)"),
+            ("RUNNING", "Running"),
+            ("stale", "Stale (lease expired)"),
+            ("COMPLETED", "Completed"),
+            ("COMPLETED_WITH_ERRORS", "Completed with errors"),
+            ("FAILED", "Failed"),
+            ("CANCELLED", "Cancelled"),
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
@@ -261,19 +266,29 @@ class JobAdmin(admin.ModelAdmin):
     # leave the details (error, progress) the room.
     list_display = ("id", "type_col", "status_col", "attempts_col", "when_col", "detail_col")
     list_display_links = ("id",)
-    list_filter = (StateFilter, QueueFilter, TypeFilter, FinishedWithinFilter, HasErrorFilter,
-                   TenantFilter)
+    list_filter = (
+        StateFilter,
+        QueueFilter,
+        TypeFilter,
+        FinishedWithinFilter,
+        HasErrorFilter,
+        TenantFilter,
+    )
     search_fields = ("=id",)  # shows the box; get_search_results does the indexed search
-    search_help_text = ("Job id, trace id (or its first characters), or job type (or its "
-                        "beginning).")
+    search_help_text = "Job id, trace id (or its first characters), or job type (or its beginning)."
     sortable_by = ("id",)  # other orderings would sort millions of rows
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
     list_per_page = 50
     list_max_show_all = 200
-    actions = ["retry_jobs", "run_jobs_now", "cancel_jobs", "duplicate_jobs",
-               "delete_finished_jobs"]
+    actions = [
+        "retry_jobs",
+        "run_jobs_now",
+        "cancel_jobs",
+        "duplicate_jobs",
+        "delete_finished_jobs",
+    ]
     change_list_template = "admin/django_pgjobs/job/change_list.html"
     change_form_template = "admin/django_pgjobs/job/change_form.html"
     fieldsets = (
@@ -284,8 +299,15 @@ class JobAdmin(admin.ModelAdmin):
         ("Error", {"fields": ("error_pretty",)}),
         ("Attempts", {"fields": ("history_table",)}),
     )
-    readonly_fields = ("overview", "timeline", "config_pretty", "result_pretty", "error_pretty",
-                       "item_errors_table", "history_table")
+    readonly_fields = (
+        "overview",
+        "timeline",
+        "config_pretty",
+        "result_pretty",
+        "error_pretty",
+        "item_errors_table",
+        "history_table",
+    )
 
     # --- permissions: jobs are enqueued by code and changed only through actions ---------------
 
@@ -317,9 +339,11 @@ class JobAdmin(admin.ModelAdmin):
 
     if ActionLocation is not None:  # Django >= 6.1: actions on the change form too
 
-        def get_actions(self, request: HttpRequest,
-                        action_location: Any = getattr(ActionLocation, "CHANGE_LIST", None),
-                        ) -> dict[str, Any]:
+        def get_actions(
+            self,
+            request: HttpRequest,
+            action_location: Any = getattr(ActionLocation, "CHANGE_LIST", None),
+        ) -> dict[str, Any]:
             actions = super().get_actions(request, action_location=action_location)
             actions.pop("delete_selected", None)  # any state: replaced by delete_finished
             return actions
@@ -341,11 +365,13 @@ class JobAdmin(admin.ModelAdmin):
         match = getattr(request, "resolver_match", None)
         if match is not None and match.url_name == "django_pgjobs_job_changelist":
             qs = qs.defer("config", "result", "history", "error").annotate(
-                error_head=Left("error", 400), error_tail=Right("error", 2000))
+                error_head=Left("error", 400), error_tail=Right("error", 2000)
+            )
         return qs
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet,
-                           search_term: str) -> tuple[QuerySet, bool]:
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
         term = search_term.strip()
         if not term:
             return queryset, False
@@ -367,9 +393,13 @@ class JobAdmin(admin.ModelAdmin):
     def type_col(self, obj: Job) -> SafeString:
         """Cut in the middle when long, so two types that differ at the end stay apart; the
         queue under it."""
-        return format_html('<a href="{}" title="{}">{}</a><span class="pgjobs-sub">{}</span>',
-                           reverse("admin:django_pgjobs_job_change", args=[obj.pk]), obj.type,
-                           short_type(obj.type), obj.queue)
+        return format_html(
+            '<a href="{}" title="{}">{}</a><span class="pgjobs-sub">{}</span>',
+            reverse("admin:django_pgjobs_job_change", args=[obj.pk]),
+            obj.type,
+            short_type(obj.type),
+            obj.queue,
+        )
 
     @admin.display(description="status")
     def status_col(self, obj: Job) -> SafeString:
@@ -394,11 +424,17 @@ class JobAdmin(admin.ModelAdmin):
             return format_html("started {}", relative(obj.started_at, now))
         if obj.status == JobStatus.PENDING:
             wait = getattr(obj, "pgjobs_wait", "")  # waits.annotate, in get_changelist_instance
-            return format_html("due {}{}", relative(obj.run_after, now), format_html(
-                '<span class="pgjobs-wait">{}</span>', wait) if wait else "")
+            return format_html(
+                "due {}{}",
+                relative(obj.run_after, now),
+                format_html('<span class="pgjobs-wait">{}</span>', wait) if wait else "",
+            )
         if obj.finished_at:
-            took = format_html('<span class="pgjobs-sub">took {}</span>', took_ms(
-                obj.duration_ms)) if obj.duration_ms is not None else ""
+            took = (
+                format_html('<span class="pgjobs-sub">took {}</span>', took_ms(obj.duration_ms))
+                if obj.duration_ms is not None
+                else ""
+            )
             return format_html("ended {}{}", relative(obj.finished_at, now), took)
         return format_html("created {}", relative(obj.created_at, now))
 
@@ -412,8 +448,12 @@ class JobAdmin(admin.ModelAdmin):
         if not obj.trace_id:
             return "–"
         url = reverse("admin:django_pgjobs_job_changelist") + "?q=" + obj.trace_id
-        return format_html('<a href="{}" title="{}"><code>{}</code></a>', url, obj.trace_id,
-                           obj.trace_id[:12] + ("…" if len(obj.trace_id) > 12 else ""))
+        return format_html(
+            '<a href="{}" title="{}"><code>{}</code></a>',
+            url,
+            obj.trace_id,
+            obj.trace_id[:12] + ("…" if len(obj.trace_id) > 12 else ""),
+        )
 
     @admin.display(description="last error")
     def error_col(self, obj: Job) -> SafeString | str:
@@ -435,9 +475,12 @@ class JobAdmin(admin.ModelAdmin):
             problems.append(("Error", {"fields": ("error_pretty",)}))
         if admin_detail.item_errors(obj):
             problems.append(("Item errors", {"fields": ("item_errors_table",)}))
-        rest = [("Timeline", {"fields": ("timeline",)}), ("Config", {"fields": ("config_pretty",)}),
-                ("Result", {"fields": ("result_pretty",)}),
-                ("Attempts", {"fields": ("history_table",)})]
+        rest = [
+            ("Timeline", {"fields": ("timeline",)}),
+            ("Config", {"fields": ("config_pretty",)}),
+            ("Result", {"fields": ("result_pretty",)}),
+            ("Attempts", {"fields": ("history_table",)}),
+        ]
         failed = obj.status in (JobStatus.FAILED, JobStatus.COMPLETED_WITH_ERRORS)
         return problems + main + rest if failed else main + rest + problems
 
@@ -447,33 +490,42 @@ class JobAdmin(admin.ModelAdmin):
         running = obj.status == JobStatus.RUNNING and obj.started_at
         rows = [
             ("status", status_badge(obj)),
-            ("type", breakable(obj.type)), ("queue", breakable(obj.queue)),
+            ("type", breakable(obj.type)),
+            ("queue", breakable(obj.queue)),
             ("priority", obj.priority),
             ("attempts", f"{obj.attempts}/{obj.max_attempts}"),
             ("enqueued", when(obj.created_at)),
             ("due" if obj.status == JobStatus.PENDING else "last due", when(obj.run_after)),
-            ("started", when(obj.started_at)), ("finished", when(obj.finished_at)),
-            ("elapsed" if running else "duration",
-             span((now - obj.started_at).total_seconds()) if running
-             else human_ms(obj.duration_ms)),
+            ("started", when(obj.started_at)),
+            ("finished", when(obj.finished_at)),
+            (
+                "elapsed" if running else "duration",
+                span((now - obj.started_at).total_seconds())
+                if running
+                else human_ms(obj.duration_ms),
+            ),
             ("progress", admin_detail.progress_cell(obj, now)),
-            ("tenant", obj.tenant_id or "–"), ("operated by", obj.operated_by or "–"),
-            ("trace id", self.trace_col(obj)), ("unique key", obj.unique_key or "–"),
+            ("tenant", obj.tenant_id or "–"),
+            ("operated by", obj.operated_by or "–"),
+            ("trace id", self.trace_col(obj)),
+            ("unique key", obj.unique_key or "–"),
             ("worker", breakable(obj.locked_by) if obj.locked_by else "–"),
-            ("lease expires", relative(obj.lease_expires_at, now) if obj.lease_expires_at
-             else "–"),
+            ("lease expires", relative(obj.lease_expires_at, now) if obj.lease_expires_at else "–"),
             ("cancel requested", "yes" if obj.cancel_requested else "no"),
         ]
         rows[1:1] = self._state_rows(obj, now)
-        return format_html('<table class="pgjobs-kv">{}</table>', format_html_join(
-            "", "<tr><th>{}</th><td>{}</td></tr>", rows))
+        return format_html(
+            '<table class="pgjobs-kv">{}</table>',
+            format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows),
+        )
 
     def _state_rows(self, obj: Job, now: Any) -> list[tuple[str, str]]:
         """What the status alone does not say: a cancel request a running job has not yet
         acted on, or why a pending job waits (waits.py)."""
         if obj.status == JobStatus.RUNNING and obj.cancel_requested:
-            return [("state", "cancel requested: it stops when its handler checks "
-                              "job.cancel_requested")]
+            return [
+                ("state", "cancel requested: it stops when its handler checks job.cancel_requested")
+            ]
         if obj.status == JobStatus.PENDING:
             wait = waits.reason(obj, waits.queue_states([obj.queue]).get(obj.queue), now)
             return [("waiting", wait)] if wait else []
@@ -494,8 +546,13 @@ class JobAdmin(admin.ModelAdmin):
         if "\n" not in obj.error.strip():  # one line: the line itself, once
             return format_html('<p class="pgjobs-err">{}</p>', obj.error)
         cls, line = error_summary(obj.error)
-        return format_html('<p class="pgjobs-err"><b>{}</b>{}{}</p><pre class="pgjobs-pre">{}'
-                           "</pre>", cls, ": " if cls else "", line, obj.error)
+        return format_html(
+            '<p class="pgjobs-err"><b>{}</b>{}{}</p><pre class="pgjobs-pre">{}</pre>',
+            cls,
+            ": " if cls else "",
+            line,
+            obj.error,
+        )
 
     @admin.display(description="Item errors (secrets redacted)")
     def item_errors_table(self, obj: Job) -> SafeString | str:
@@ -515,8 +572,9 @@ class JobAdmin(admin.ModelAdmin):
         waits.annotate(list(cl.result_list))
         return cl
 
-    def changelist_view(self, request: HttpRequest,
-                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
         extra = dict(extra_context or {})
         extra["pgjobs_tabs"] = self._tabs(request)
         return super().changelist_view(request, extra)
@@ -527,25 +585,47 @@ class JobAdmin(admin.ModelAdmin):
         params = request.GET.copy()
         params.pop("p", None)
         params.pop("state", None)
-        tabs = [{"label": "All", "url": "?" + params.urlencode(), "count": "",
-                 "active": not current, "title": "every state"}]
+        tabs = [
+            {
+                "label": "All",
+                "url": "?" + params.urlencode(),
+                "count": "",
+                "active": not current,
+                "title": "every state",
+            }
+        ]
         for tab in admin_counts.state_tabs():
             params["state"] = tab.state
-            tabs.append({"label": tab.label, "url": "?" + params.urlencode(),
-                         "count": tab.shown, "active": current == tab.state,
-                         "title": ("estimated from the table's statistics" if tab.estimated
-                                   else "exact count") + ", all queues and types"})
+            tabs.append(
+                {
+                    "label": tab.label,
+                    "url": "?" + params.urlencode(),
+                    "count": tab.shown,
+                    "active": current == tab.state,
+                    "title": (
+                        "estimated from the table's statistics" if tab.estimated else "exact count"
+                    )
+                    + ", all queues and types",
+                }
+            )
         return tabs
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
-                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         extra = dict(extra_context or {})
-        job = Job.objects.filter(pk=object_id).only(
-            "status", "run_after", "cancel_requested").first() if str(object_id).isdigit() else None
+        job = (
+            Job.objects.filter(pk=object_id).only("status", "run_after", "cancel_requested").first()
+            if str(object_id).isdigit()
+            else None
+        )
         if job is not None:
             extra["pgjobs_actions"] = self._detail_actions(request, job)
-            extra["pgjobs_refresh"] = RUNNING_PAGE_REFRESH if job.status == JobStatus.RUNNING \
-                else 0
+            extra["pgjobs_refresh"] = RUNNING_PAGE_REFRESH if job.status == JobStatus.RUNNING else 0
             extra["pgjobs_changelist_url"] = reverse("admin:django_pgjobs_job_changelist")
         return super().change_view(request, object_id, form_url, extra)
 
@@ -554,32 +634,45 @@ class JobAdmin(admin.ModelAdmin):
         applies = {
             "retry_jobs": job.status in ("FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"),
             "run_jobs_now": job.status == JobStatus.PENDING and job.run_after > timezone.now(),
-            "cancel_jobs": job.status == JobStatus.PENDING or (
-                job.status == JobStatus.RUNNING and not job.cancel_requested),
+            "cancel_jobs": job.status == JobStatus.PENDING
+            or (job.status == JobStatus.RUNNING and not job.cancel_requested),
             "duplicate_jobs": True,
             "delete_finished_jobs": job.status in TERMINAL_STATUSES,
         }
-        return [(name, _description(allowed[name])) for name in self.actions
-                if name in allowed and applies.get(name)]
+        return [
+            (name, _description(allowed[name]))
+            for name in self.actions
+            if name in allowed and applies.get(name)
+        ]
 
     # --- actions: each calls operations.py and reports "n done, m skipped (reason)" ---------------
 
     def _ids(self, request: HttpRequest, queryset: QuerySet) -> list[int] | None:
         ids = list(queryset.order_by().values_list("id", flat=True)[: ACTION_LIMIT + 1])
         if len(ids) > ACTION_LIMIT:
-            self.message_user(request, f"Nothing done: at most {ACTION_LIMIT:,} jobs per action; "
-                              "narrow the selection with the filters.", messages.ERROR)
+            self.message_user(
+                request,
+                f"Nothing done: at most {ACTION_LIMIT:,} jobs per action; "
+                "narrow the selection with the filters.",
+                messages.ERROR,
+            )
             return None
         return ids
 
-    def _report(self, request: HttpRequest, verb: str, ids: list[int], done: Iterable[int],
-                reason: str, extra: str = "") -> HttpResponse | None:
+    def _report(
+        self,
+        request: HttpRequest,
+        verb: str,
+        ids: list[int],
+        done: Iterable[int],
+        reason: str,
+        extra: str = "",
+    ) -> HttpResponse | None:
         done = set(done)
         skipped = [i for i in ids if i not in done]
         text = f"{verb}: {len(done)} done{extra}"
         if skipped:
-            by_status = Counter(Job.objects.filter(id__in=skipped)
-                                .values_list("status", flat=True))
+            by_status = Counter(Job.objects.filter(id__in=skipped).values_list("status", flat=True))
             parts = [f"{n} {s.lower()}" for s, n in sorted(by_status.items())]
             gone = len(skipped) - sum(by_status.values())
             if gone:
@@ -592,19 +685,26 @@ class JobAdmin(admin.ModelAdmin):
         if request.POST.get("_pgjobs_next") == "detail" and len(ids) == 1:
             if Job.objects.filter(pk=ids[0]).exists():
                 return HttpResponseRedirect(
-                    reverse("admin:django_pgjobs_job_change", args=[ids[0]]))
+                    reverse("admin:django_pgjobs_job_change", args=[ids[0]])
+                )
         return None
 
-    @admin.action(permissions=["retry"], description="Retry now (failed / cancelled / "
-                  "completed with errors)")
+    @admin.action(
+        permissions=["retry"], description="Retry now (failed / cancelled / completed with errors)"
+    )
     def retry_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
         ids = self._ids(request, queryset)
         if ids is None:
             return None
         done = operations.retry_now(ids)
         admin_audit.record(request, "retry", done)
-        return self._report(request, "Retry", ids, done,
-                            "only failed, cancelled or completed-with-errors jobs are retried")
+        return self._report(
+            request,
+            "Retry",
+            ids,
+            done,
+            "only failed, cancelled or completed-with-errors jobs are retried",
+        )
 
     @admin.action(permissions=["run_now"], description="Run now (scheduled / retrying)")
     def run_jobs_now(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
@@ -615,10 +715,15 @@ class JobAdmin(admin.ModelAdmin):
         admin_audit.record(request, "run_now", done)
         why = waits.held_text([i for i in ids if i not in set(done)])
         still = waits.held_text(done)
-        return self._report(request, "Run now", ids, done,
-                            "only pending jobs due later can be made due now"
-                            + (f"; the due ones wait because: {why}" if why else ""),
-                            f" (due now, but still held: {still})" if still else "")
+        return self._report(
+            request,
+            "Run now",
+            ids,
+            done,
+            "only pending jobs due later can be made due now"
+            + (f"; the due ones wait because: {why}" if why else ""),
+            f" (due now, but still held: {still})" if still else "",
+        )
 
     @admin.action(permissions=["cancel"], description="Cancel (pending; running: request)")
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
@@ -628,10 +733,22 @@ class JobAdmin(admin.ModelAdmin):
         cancelled, requested = operations.cancel(ids)
         admin_audit.record(request, "cancel", cancelled)
         admin_audit.record(request, "cancel_requested", requested)
-        extra = (f" ({len(cancelled)} cancelled, {len(requested)} running: cancel requested, "
-                 "the handler sees job.cancel_requested)") if requested else ""
-        return self._report(request, "Cancel", ids, [*cancelled, *requested],
-                            "already finished, or cancel already requested", extra)
+        extra = (
+            (
+                f" ({len(cancelled)} cancelled, {len(requested)} running: cancel requested, "
+                "the handler sees job.cancel_requested)"
+            )
+            if requested
+            else ""
+        )
+        return self._report(
+            request,
+            "Cancel",
+            ids,
+            [*cancelled, *requested],
+            "already finished, or cancel already requested",
+            extra,
+        )
 
     @admin.action(permissions=["duplicate"], description="Duplicate as new jobs")
     def duplicate_jobs(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
@@ -640,16 +757,25 @@ class JobAdmin(admin.ModelAdmin):
             return None
         pairs = operations.duplicate(ids, operated_by=f"admin:{request.user.get_username()}")
         admin_audit.record(request, "duplicate", [src for src, _ in pairs], copies=dict(pairs))
-        response = self._report(request, "Duplicate", ids, [src for src, _ in pairs],
-                                "job type not registered in this process")
+        response = self._report(
+            request,
+            "Duplicate",
+            ids,
+            [src for src, _ in pairs],
+            "job type not registered in this process",
+        )
         if request.POST.get("_pgjobs_next") == "detail" and len(pairs) == 1:
             return HttpResponseRedirect(
-                reverse("admin:django_pgjobs_job_change", args=[pairs[0][1]]))
+                reverse("admin:django_pgjobs_job_change", args=[pairs[0][1]])
+            )
         return response
 
     @admin.action(permissions=["delete"], description="Delete (finished jobs only)")
-    def delete_finished_jobs(self, request: HttpRequest, queryset: QuerySet,
-                             ) -> HttpResponse | None:
+    def delete_finished_jobs(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet,
+    ) -> HttpResponse | None:
         ids = self._ids(request, queryset)
         if ids is None:
             return None
@@ -658,28 +784,41 @@ class JobAdmin(admin.ModelAdmin):
         names = admin_audit.reprs(ids)
         done = operations.delete_finished(ids)
         admin_audit.record(request, "delete", done, names)
-        self._report(request, "Delete", ids, done,
-                     "pending or running jobs are not deleted: cancel them first")
+        self._report(
+            request,
+            "Delete",
+            ids,
+            done,
+            "pending or running jobs are not deleted: cancel them first",
+        )
         return None
 
     def _confirm_delete(self, request: HttpRequest, ids: list[int]) -> HttpResponse:
-        jobs = list(Job.objects.using(conf.get("DATABASE")).filter(id__in=ids)
-                    .only("id", "type", "status", "queue", "finished_at").order_by("-id")[:200])
+        jobs = list(
+            Job.objects.using(conf.get("DATABASE"))
+            .filter(id__in=ids)
+            .only("id", "type", "status", "queue", "finished_at")
+            .order_by("-id")[:200]
+        )
         deletable = [j for j in jobs if j.status in TERMINAL_STATUSES]
         context = {
             **self.admin_site.each_context(request),
-            "title": "Are you sure?", "opts": self.model._meta,
-            "ids": ids, "deletable": deletable,
+            "title": "Are you sure?",
+            "opts": self.model._meta,
+            "ids": ids,
+            "deletable": deletable,
             "kept": [j for j in jobs if j.status not in TERMINAL_STATUSES],
-            "shown_all": len(ids) <= 200, "total": len(ids),
+            "shown_all": len(ids) <= 200,
+            "total": len(ids),
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
             "ol_breadcrumbs": django.VERSION >= (6, 0),
             # the list's filters (this POST came from the filtered list): kept after Yes and No
-            "changelist_url": reverse("admin:django_pgjobs_job_changelist") + (
-                "?" + request.GET.urlencode() if request.GET else ""),
+            "changelist_url": reverse("admin:django_pgjobs_job_changelist")
+            + ("?" + request.GET.urlencode() if request.GET else ""),
         }
-        return TemplateResponse(request, "admin/django_pgjobs/job/delete_confirmation.html",
-                                context)
+        return TemplateResponse(
+            request, "admin/django_pgjobs/job/delete_confirmation.html", context
+        )
 
 
 # --- the dashboard (a proxy model gives it its admin URL, index link and permission) -----------
@@ -698,7 +837,8 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("django_pgjobs.view_dashboard") or request.user.has_perm(
-            "django_pgjobs.view_job")
+            "django_pgjobs.view_job"
+        )
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view
@@ -710,8 +850,9 @@ class DashboardAdmin(admin.ModelAdmin):
     def _data(self, request: HttpRequest) -> dict[str, Any]:
         if not self.has_view_permission(request):
             raise PermissionDenied
-        return dashboard.build(dashboard.clamp_hours(request.GET.get("hours")),
-                               types=distinct_types())
+        return dashboard.build(
+            dashboard.clamp_hours(request.GET.get("hours")), types=distinct_types()
+        )
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         data = self._data(request)

@@ -28,13 +28,19 @@ ACTIONS = {
 
 
 def reprs(ids: Sequence[int]) -> dict[int, str]:
-    rows = Job.objects.using(conf.get("DATABASE")).filter(id__in=list(ids)).values_list(
-        "id", "type")
+    rows = (
+        Job.objects.using(conf.get("DATABASE")).filter(id__in=list(ids)).values_list("id", "type")
+    )
     return {i: f"{t} #{i}" for i, t in rows}
 
 
-def record(request: HttpRequest, action: str, done: Sequence[int],
-           names: dict[int, str] | None = None, copies: dict[int, int] | None = None) -> None:
+def record(
+    request: HttpRequest,
+    action: str,
+    done: Sequence[int],
+    names: dict[int, str] | None = None,
+    copies: dict[int, int] | None = None,
+) -> None:
     """Log ``action`` on the jobs ``done`` by ``request.user``; ``copies`` maps a duplicated job
     to its new copy (logged as an addition too)."""
     done = list(done)
@@ -44,16 +50,30 @@ def record(request: HttpRequest, action: str, done: Sequence[int],
     names = names if names is not None else reprs(done)
     user = request.user
     ctype = ContentType.objects.get_for_model(Job, for_concrete_model=False)
-    entries = [LogEntry(user_id=user.pk, content_type_id=ctype.pk, object_id=str(i),
-                        object_repr=names.get(i, f"job #{i}")[:200], action_flag=flag,
-                        change_message=message + (f" #{copies[i]}" if copies and i in copies
-                                                  else ""))
-               for i in done]
-    entries += [LogEntry(user_id=user.pk, content_type_id=ctype.pk, object_id=str(new),
-                         object_repr=f"{names.get(src, 'job')} copy #{new}"[:200],
-                         action_flag=ADDITION, change_message=f"Added as a copy of job #{src}")
-                for src, new in (copies or {}).items()]
+    entries = [
+        LogEntry(
+            user_id=user.pk,
+            content_type_id=ctype.pk,
+            object_id=str(i),
+            object_repr=names.get(i, f"job #{i}")[:200],
+            action_flag=flag,
+            change_message=message + (f" #{copies[i]}" if copies and i in copies else ""),
+        )
+        for i in done
+    ]
+    entries += [
+        LogEntry(
+            user_id=user.pk,
+            content_type_id=ctype.pk,
+            object_id=str(new),
+            object_repr=f"{names.get(src, 'job')} copy #{new}"[:200],
+            action_flag=ADDITION,
+            change_message=f"Added as a copy of job #{src}",
+        )
+        for src, new in (copies or {}).items()
+    ]
     LogEntry.objects.bulk_create(entries)
     if outcome:
-        queries.note_operator_action(done, outcome, f"admin:{user.get_username()}", copies or {},
-                                     using=conf.get("DATABASE"))
+        queries.note_operator_action(
+            done, outcome, f"admin:{user.get_username()}", copies or {}, using=conf.get("DATABASE")
+        )

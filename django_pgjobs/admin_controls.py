@@ -30,12 +30,29 @@ def _specs() -> dict[str, scheduler.ScheduleSpec]:
 
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
-    list_display = ("name", "job_type", "cron", "enabled", "last_fire", "last_job",
-                    "next_run", "run_now_col")
+    list_display = (
+        "name",
+        "job_type",
+        "cron",
+        "enabled",
+        "last_fire",
+        "last_job",
+        "next_run",
+        "run_now_col",
+    )
     list_filter = ("enabled",)
     search_fields = ("name",)
-    readonly_fields = ("name", "job_type", "cron", "enabled", "last_fire", "last_job",
-                       "next_run", "run_now_requested", "updated")
+    readonly_fields = (
+        "name",
+        "job_type",
+        "cron",
+        "enabled",
+        "last_fire",
+        "last_job",
+        "next_run",
+        "run_now_requested",
+        "updated",
+    )
     fields = readonly_fields
     actions = ("enable", "disable", "run_now")
     change_list_template = "admin/django_pgjobs/schedule/change_list.html"
@@ -80,11 +97,21 @@ class ScheduleAdmin(admin.ModelAdmin):
         """The page is read-only (no Save buttons); the actions need the change permission."""
         return obj is None and super().has_change_permission(request, obj)
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
-                    extra_context: Any = None) -> Any:
-        return super().change_view(request, object_id, form_url, {
-            **(extra_context or {}), "show_save": False, "show_save_and_continue": False,
-            "show_save_and_add_another": False, "show_delete": False})
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        return super().change_view(
+            request,
+            object_id,
+            form_url,
+            {
+                **(extra_context or {}),
+                "show_save": False,
+                "show_save_and_continue": False,
+                "show_save_and_add_another": False,
+                "show_delete": False,
+            },
+        )
 
     @admin.display(description="last job")
     def last_job(self, obj: Schedule) -> Any:
@@ -96,14 +123,20 @@ class ScheduleAdmin(admin.ModelAdmin):
             return f"#{obj.last_job_id}"
         return format_html('<a href="{}">#{}</a>', url, obj.last_job_id)
 
-    @admin.action(description="Enable selected schedules (from their next tick)",
-                  permissions=["change"])
+    @admin.action(
+        description="Enable selected schedules (from their next tick)", permissions=["change"]
+    )
     def enable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         n = schedules.set_enabled(_names(queryset), True)
-        log_action(request.user.pk, Schedule, _names(queryset), "Enabled (fires from its "
-                     "next tick)")
-        self.message_user(request, f"{n} schedule(s) enabled: they fire from their next tick; "
-                          "ticks missed while disabled do not fire.", messages.SUCCESS)
+        log_action(
+            request.user.pk, Schedule, _names(queryset), "Enabled (fires from its next tick)"
+        )
+        self.message_user(
+            request,
+            f"{n} schedule(s) enabled: they fire from their next tick; "
+            "ticks missed while disabled do not fire.",
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Disable selected schedules", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
@@ -117,15 +150,23 @@ class ScheduleAdmin(admin.ModelAdmin):
         names = [n for n in _names(queryset) if n in defined]
         unknown = sorted(set(_names(queryset)) - set(names))
         if unknown:
-            self.message_user(request, f"not defined any more, not run: {', '.join(unknown)}",
-                              messages.WARNING)
+            self.message_user(
+                request, f"not defined any more, not run: {', '.join(unknown)}", messages.WARNING
+            )
         if names:
             n = schedules.request_run_now(names)
-            log_action(request.user.pk, Schedule, names,
-                         "Run now requested (fires once at the next scheduler pass)")
+            log_action(
+                request.user.pk,
+                Schedule,
+                names,
+                "Run now requested (fires once at the next scheduler pass)",
+            )
             self.message_user(
-                request, f"{n} schedule(s) will fire once at the next scheduler pass (within "
-                f"{conf.get('SCHEDULER_INTERVAL'):g} s of a running worker).", messages.SUCCESS)
+                request,
+                f"{n} schedule(s) will fire once at the next scheduler pass (within "
+                f"{conf.get('SCHEDULER_INTERVAL'):g} s of a running worker).",
+                messages.SUCCESS,
+            )
 
 
 @admin.register(Queue)
@@ -140,9 +181,14 @@ class QueueAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
         """Every queue that has jobs, not only those with a control row."""
-        return super().changelist_view(request, {
-            **(extra_context or {}), "pgjobs_queues": queue_rows(),
-            "can_add_controls": self.has_add_permission(request)})
+        return super().changelist_view(
+            request,
+            {
+                **(extra_context or {}),
+                "pgjobs_queues": queue_rows(),
+                "can_add_controls": self.has_add_permission(request),
+            },
+        )
 
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, obj: Queue) -> Any:
@@ -158,8 +204,7 @@ class QueueAdmin(admin.ModelAdmin):
         queues.set_queue_paused(obj.name, obj.paused)
         queues.set_queue_limit(obj.name, obj.concurrency_limit)
 
-    @admin.action(description="Pause selected queues (running jobs finish)",
-                  permissions=["change"])
+    @admin.action(description="Pause selected queues (running jobs finish)", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
         for name in _names(queryset):
             queues.set_queue_paused(name, True)
@@ -186,9 +231,19 @@ def queue_rows() -> list[dict[str, Any]]:
     for name in sorted(rows):
         q = rows[name]
         held, why = held_back(q.due, q.running, q.paused, q.concurrency_limit)
-        out.append({"name": name, "due": q.due, "scheduled": q.scheduled, "running": q.running,
-                    "paused": q.paused, "limit": q.concurrency_limit, "held_back": held,
-                    "held_because": why, "has_row": name in _control_names()})
+        out.append(
+            {
+                "name": name,
+                "due": q.due,
+                "scheduled": q.scheduled,
+                "running": q.running,
+                "paused": q.paused,
+                "limit": q.concurrency_limit,
+                "held_back": held,
+                "held_because": why,
+                "has_row": name in _control_names(),
+            }
+        )
     return out
 
 

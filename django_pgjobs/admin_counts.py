@@ -27,8 +27,11 @@ TABS = (  # (state parameter, label, SQL condition)
     ("PENDING", "Pending", f"status = {sql_literal(JobStatus.PENDING)}"),
     ("RUNNING", "Running", f"status = {sql_literal(JobStatus.RUNNING)}"),
     ("FAILED", "Failed", f"status = {sql_literal(JobStatus.FAILED)}"),
-    ("COMPLETED_WITH_ERRORS", "With errors",
-     f"status = {sql_literal(JobStatus.COMPLETED_WITH_ERRORS)}"),
+    (
+        "COMPLETED_WITH_ERRORS",
+        "With errors",
+        f"status = {sql_literal(JobStatus.COMPLETED_WITH_ERRORS)}",
+    ),
     ("CANCELLED", "Cancelled", f"status = {sql_literal(JobStatus.CANCELLED)}"),
     ("COMPLETED", "Completed", f"status = {sql_literal(JobStatus.COMPLETED)}"),
 )
@@ -69,8 +72,9 @@ def estimates(cur: Any) -> tuple[float, dict[str, float]]:
     if not row:
         return 0.0, {}
     total, vals, freqs = row
-    return float(total), {v: float(total) * f for v, f in zip(vals or [], freqs or [],
-                                                                   strict=False)}
+    return float(total), {
+        v: float(total) * f for v, f in zip(vals or [], freqs or [], strict=False)
+    }
 
 
 def state_tabs(using: str | None = None) -> list[Tab]:
@@ -80,11 +84,14 @@ def state_tabs(using: str | None = None) -> list[Tab]:
         for state, label, cond in TABS:
             guess = by_status.get(state)
             if (guess is not None and guess > 4 * EXACT_UP_TO) or (
-                    state not in INDEXED and total > SCAN_UP_TO_ROWS):
+                state not in INDEXED and total > SCAN_UP_TO_ROWS
+            ):
                 tabs.append(Tab(state, label, int(guess or 0), True))
                 continue
-            cur.execute(f"SELECT count(*) FROM (SELECT 1 FROM {JOB_TABLE} WHERE {cond} "
-                        "LIMIT %s) c", [EXACT_UP_TO + 1])
+            cur.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {JOB_TABLE} WHERE {cond} LIMIT %s) c",
+                [EXACT_UP_TO + 1],
+            )
             n = cur.fetchone()[0]
             if n > EXACT_UP_TO:
                 tabs.append(Tab(state, label, max(int(guess or 0), n), True))

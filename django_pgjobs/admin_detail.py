@@ -44,16 +44,24 @@ ENDS_JOB = {"attempts_exhausted", "failed", "cancel"}
 
 
 def _entries(job: Job) -> list[dict[str, Any]]:
-    return [e if isinstance(e, dict) else {"outcome": str(e)}
-            for e in (job.history if isinstance(job.history, list) else [])]
+    return [
+        e if isinstance(e, dict) else {"outcome": str(e)}
+        for e in (job.history if isinstance(job.history, list) else [])
+    ]
 
 
-def _attempt_events(e: dict[str, Any], next_start: datetime | None, job: Job,
-                    ) -> list[tuple[datetime | None, str]]:
+def _attempt_events(
+    e: dict[str, Any],
+    next_start: datetime | None,
+    job: Job,
+) -> list[tuple[datetime | None, str]]:
     start = as_datetime(e.get("started_at"))
     worker = e.get("worker") or "?"
-    end = start + timedelta(milliseconds=e["duration_ms"]) if start and isinstance(
-        e.get("duration_ms"), int | float) else start
+    end = (
+        start + timedelta(milliseconds=e["duration_ms"])
+        if start and isinstance(e.get("duration_ms"), int | float)
+        else start
+    )
     outcome = str(e.get("outcome", "?"))
     took = f" after {took_ms(e.get('duration_ms'))}" if e.get("duration_ms") is not None else ""
     text = f"ended{took}: " + OUTCOMES.get(outcome, outcome.replace("_", " "))
@@ -65,8 +73,10 @@ def _attempt_events(e: dict[str, Any], next_start: datetime | None, job: Job,
             text += f"; next attempt started {span((next_start - end).total_seconds())} later"
         elif job.status == JobStatus.PENDING and job.run_after:
             text += f"; due {span((job.run_after - end).total_seconds())} after it ended"
-    return [(start, f"attempt {e.get('attempt', '?')} started on {worker}"),
-            (end, f"attempt {e.get('attempt', '?')} {text}")]
+    return [
+        (start, f"attempt {e.get('attempt', '?')} started on {worker}"),
+        (end, f"attempt {e.get('attempt', '?')} {text}"),
+    ]
 
 
 def _operator_event(e: dict[str, Any]) -> tuple[datetime | None, str]:
@@ -93,15 +103,23 @@ def events(job: Job, now: datetime | None = None) -> list[tuple[datetime | None,
     entries = _entries(job)
     out: list[tuple[datetime | None, str]] = [(job.created_at, "enqueued")]
     attempts = [e for e in entries if e.get("started_at")]
-    if not attempts and job.run_after and job.created_at and (
-            job.run_after - job.created_at).total_seconds() > 1 and not job.started_at:
+    if (
+        not attempts
+        and job.run_after
+        and job.created_at
+        and (job.run_after - job.created_at).total_seconds() > 1
+        and not job.started_at
+    ):
         out.append((job.run_after, "due (scheduled)"))
     starts = [as_datetime(e.get("started_at")) for e in attempts]
     for e in entries:
         if e.get("started_at"):
             i = attempts.index(e)
-            nxt = starts[i + 1] if i + 1 < len(starts) else (
-                job.started_at if job.status != JobStatus.PENDING else None)
+            nxt = (
+                starts[i + 1]
+                if i + 1 < len(starts)
+                else (job.started_at if job.status != JobStatus.PENDING else None)
+            )
             out += _attempt_events(e, nxt, job)
         else:
             out.append(_operator_event(e))
@@ -130,14 +148,19 @@ def _in_time_order(out: list[tuple[datetime | None, str]]) -> list[tuple[datetim
 def timeline(job: Job, now: datetime | None = None) -> SafeString:
     rows = []
     for t, text in events(job, now):
-        offset = f"+{span((t - job.created_at).total_seconds())}" if t and job.created_at and \
-            t > job.created_at else ""
+        offset = (
+            f"+{span((t - job.created_at).total_seconds())}"
+            if t and job.created_at and t > job.created_at
+            else ""
+        )
         rows.append((when(t) if t else "–", offset, text))
     return format_html(
         '<table class="pgjobs-timeline"><thead><tr><th>time</th><th>since enqueue</th>'
         "<th>event</th></tr></thead><tbody>{}</tbody></table>",
-        format_html_join("", '<tr><td class="nowrap">{}</td><td class="num nowrap">{}</td>'
-                         "<td>{}</td></tr>", rows))
+        format_html_join(
+            "", '<tr><td class="nowrap">{}</td><td class="num nowrap">{}</td><td>{}</td></tr>', rows
+        ),
+    )
 
 
 def attempts_table(job: Job) -> SafeString | str:
@@ -146,34 +169,67 @@ def attempts_table(job: Job) -> SafeString | str:
     rows, starts = [], set()
     for e in _entries(job):
         if e.get("outcome") == "manual_retry" and rows:
-            rows.append(format_html(
-                '<tr class="pgjobs-run-sep"><td colspan="6">manual retry by {} at {}: attempts '
-                "count again from 1</td></tr>", e.get("by") or "an operator", when(e.get("at"))))
+            rows.append(
+                format_html(
+                    '<tr class="pgjobs-run-sep"><td colspan="6">manual retry by {} at {}: attempts '
+                    "count again from 1</td></tr>",
+                    e.get("by") or "an operator",
+                    when(e.get("at")),
+                )
+            )
         if not e.get("started_at"):
             continue
         starts.add(as_datetime(e.get("started_at")))
         cls, line = error_summary(e.get("error"))
         outcome = str(e.get("outcome", "–"))
-        rows.append(_attempt_row(e.get("attempt", "–"), OUTCOMES.get(outcome, outcome.replace(
-            "_", " ")), e.get("started_at"), e.get("worker"), e.get("duration_ms"),
-            (e.get("error") or "")[:2000], f"{cls}: {line}" if cls else (line or "–")))
+        rows.append(
+            _attempt_row(
+                e.get("attempt", "–"),
+                OUTCOMES.get(outcome, outcome.replace("_", " ")),
+                e.get("started_at"),
+                e.get("worker"),
+                e.get("duration_ms"),
+                (e.get("error") or "")[:2000],
+                f"{cls}: {line}" if cls else (line or "–"),
+            )
+        )
     done = job.status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS)
     if done and job.started_at and job.started_at not in starts:
-        rows.append(_attempt_row(job.attempts, FINAL[job.status], job.started_at, job.locked_by,
-                                 job.duration_ms, "", "–"))
+        rows.append(
+            _attempt_row(
+                job.attempts,
+                FINAL[job.status],
+                job.started_at,
+                job.locked_by,
+                job.duration_ms,
+                "",
+                "–",
+            )
+        )
     if not rows:
         return "–"
     return format_html(
         '<table class="pgjobs-history"><thead><tr><th>attempt</th><th>outcome</th>'
         "<th>started</th><th>worker</th><th>duration</th><th>error</th></tr></thead>"
-        "<tbody>{}</tbody></table>", format_html_join("", "{}", ((r,) for r in rows)))
+        "<tbody>{}</tbody></table>",
+        format_html_join("", "{}", ((r,) for r in rows)),
+    )
 
 
-def _attempt_row(attempt: Any, outcome: str, started: Any, worker: Any, ms: Any, title: str,
-                 error: str) -> SafeString:
-    return format_html('<tr><td>{}</td><td>{}</td><td class="nowrap">{}</td><td class="nowrap">'
-                       '{}</td><td class="nowrap">{}</td><td title="{}">{}</td></tr>', attempt,
-                       outcome, when(started), worker or "–", took_ms(ms), title, error)
+def _attempt_row(
+    attempt: Any, outcome: str, started: Any, worker: Any, ms: Any, title: str, error: str
+) -> SafeString:
+    return format_html(
+        '<tr><td>{}</td><td>{}</td><td class="nowrap">{}</td><td class="nowrap">'
+        '{}</td><td class="nowrap">{}</td><td title="{}">{}</td></tr>',
+        attempt,
+        outcome,
+        when(started),
+        worker or "–",
+        took_ms(ms),
+        title,
+        error,
+    )
 
 
 def item_errors(job: Job) -> list[dict[str, Any]]:
@@ -188,21 +244,33 @@ def item_errors_table(job: Job, limit: int = 500) -> SafeString | str:
         return "–"
     extra = sorted({k for e in errors[:limit] for k in e} - {"item", "error"})
     head = format_html_join("", "<th>{}</th>", ((k,) for k in ["item", "error", *extra]))
-    body = format_html_join("", "<tr>{}</tr>", (
-        (format_html_join("", "<td>{}</td>", ((_cell(e.get(k)),) for k in
-                                              ["item", "error", *extra])),)
-        for e in errors[:limit]))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        (
+            (
+                format_html_join(
+                    "", "<td>{}</td>", ((_cell(e.get(k)),) for k in ["item", "error", *extra])
+                ),
+            )
+            for e in errors[:limit]
+        ),
+    )
     more = f"… and {len(errors) - limit:,} more" if len(errors) > limit else ""
-    return format_html('<p>{} item error(s){}</p><table class="pgjobs-history pgjobs-items">'
-                       "<thead><tr>{}</tr></thead><tbody>{}</tbody></table>",
-                       len(errors), f" ({more})" if more else "", head, body)
+    return format_html(
+        '<p>{} item error(s){}</p><table class="pgjobs-history pgjobs-items">'
+        "<thead><tr>{}</tr></thead><tbody>{}</tbody></table>",
+        len(errors),
+        f" ({more})" if more else "",
+        head,
+        body,
+    )
 
 
 def _cell(v: Any) -> str:
     if v is None:
         return "–"
     return v if isinstance(v, str) else str(v)
-
 
 
 def progress_cell(job: Job, now: datetime | None = None) -> SafeString | str:
@@ -213,8 +281,11 @@ def progress_cell(job: Job, now: datetime | None = None) -> SafeString | str:
     if n is None:
         return "–"
     now = now or timezone.now()
-    parts = [f"{n['done']:g} / {n['total']:g}" if n["total"] is not None
-             else f"{n['done']:g} done (no total given)"]
+    parts = [
+        f"{n['done']:g} / {n['total']:g}"
+        if n["total"] is not None
+        else f"{n['done']:g} done (no total given)"
+    ]
     if n["note"]:
         parts.append(str(n["note"]))
     if n["at"] is not None:

@@ -43,8 +43,9 @@ def when(value: Any) -> SafeString | str:
         return "–"
     local = timezone.localtime(dt) if timezone.is_aware(dt) else dt
     text = f"{formats.date_format(local, 'DATE_FORMAT')}, {formats.time_format(local, 'H:i:s')}"
-    return format_html('<time datetime="{}" title="{}">{}</time>', dt.isoformat(),
-                       dt.isoformat(), text)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>', dt.isoformat(), dt.isoformat(), text
+    )
 
 
 def span(seconds: float) -> str:
@@ -80,11 +81,17 @@ def in_zone(value: Any, zone: str, now: datetime | None = None) -> SafeString | 
     except (ZoneInfoNotFoundError, ValueError):
         local = dt.astimezone(UTC)
     delta = (dt - (now or timezone.now())).total_seconds()
-    off = "now" if abs(delta) < 0.5 else (f"in {span(delta)}" if delta > 0 else
-                                          f"{span(delta)} ago")
+    off = (
+        "now" if abs(delta) < 0.5 else (f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago")
+    )
     text = f"{formats.date_format(local, 'DATE_FORMAT')}, {local:%H:%M} {local.tzname()}"
-    return format_html('<time datetime="{}" title="{}">{}</time><span class="pgjobs-sub">{}'
-                       "</span>", dt.isoformat(), dt.astimezone(UTC).isoformat(), text, off)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time><span class="pgjobs-sub">{}</span>',
+        dt.isoformat(),
+        dt.astimezone(UTC).isoformat(),
+        text,
+        off,
+    )
 
 
 def cron_line(cron: str, zone: str, catch_up: str) -> SafeString:
@@ -92,8 +99,14 @@ def cron_line(cron: str, zone: str, catch_up: str) -> SafeString:
     the default ('latest'); all of it in the title."""
     title = f"{cron} ({zone}, catch up: {catch_up})"
     extra = format_html(" · catch up: {}", catch_up) if catch_up != "latest" else ""
-    return format_html('<span title="{}"><code class="pgjobs-cron">{}</code><span class='
-                       '"pgjobs-sub">{}{}</span></span>', title, cron, zone, extra)
+    return format_html(
+        '<span title="{}"><code class="pgjobs-cron">{}</code><span class='
+        '"pgjobs-sub">{}{}</span></span>',
+        title,
+        cron,
+        zone,
+        extra,
+    )
 
 
 def took_ms(ms: float | None) -> str:
@@ -111,15 +124,19 @@ def relative(value: Any, now: datetime | None = None) -> SafeString | str:
         return "–"
     now = now or timezone.now()
     delta = (dt - now).total_seconds()
-    text = "now" if abs(delta) < 0.5 else (f"in {span(delta)}" if delta > 0 else
-                                           f"{span(delta)} ago")
+    text = (
+        "now" if abs(delta) < 0.5 else (f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago")
+    )
     local = timezone.localtime(dt) if timezone.is_aware(dt) else dt
-    title = f"{formats.date_format(local, 'DATE_FORMAT')}, " \
-            f"{formats.time_format(local, 'H:i:s')} ({dt.isoformat()})"
+    title = (
+        f"{formats.date_format(local, 'DATE_FORMAT')}, "
+        f"{formats.time_format(local, 'H:i:s')} ({dt.isoformat()})"
+    )
     return format_html('<time datetime="{}" title="{}">{}</time>', dt.isoformat(), title, text)
 
 
 # --- statuses --------------------------------------------------------------------------------
+
 
 def derived_status(job: Job, now: Any = None) -> str:
     """PENDING/RUNNING refined: scheduled (due later), retrying (attempts > 0), stale (RUNNING
@@ -137,20 +154,31 @@ def derived_status(job: Job, now: Any = None) -> str:
 
 # Badge colours with white text at a contrast of at least 4.5:1 (WCAG AA), light and dark mode.
 STATUS_COLORS = {
-    "PENDING": "#5f6b75", "scheduled": "#4a6b9c", "retrying": "#a85d00", "RUNNING": "#2964a0",
-    "stale": "#7d3c98", "COMPLETED": "#23724a", "COMPLETED_WITH_ERRORS": "#76690f",
-    "FAILED": "#b03020", "CANCELLED": "#5f6b6d",
+    "PENDING": "#5f6b75",
+    "scheduled": "#4a6b9c",
+    "retrying": "#a85d00",
+    "RUNNING": "#2964a0",
+    "stale": "#7d3c98",
+    "COMPLETED": "#23724a",
+    "COMPLETED_WITH_ERRORS": "#76690f",
+    "FAILED": "#b03020",
+    "CANCELLED": "#5f6b6d",
 }
 
 
 def status_badge(job: Job) -> SafeString:
     label = derived_status(job)
     text = "with errors" if label == JobStatus.COMPLETED_WITH_ERRORS else label.lower()
-    return format_html('<span class="pgjobs-badge" style="background:{}" title="{}">{}</span>',
-                       STATUS_COLORS.get(label, "#555"), label.replace("_", " ").lower(), text)
+    return format_html(
+        '<span class="pgjobs-badge" style="background:{}" title="{}">{}</span>',
+        STATUS_COLORS.get(label, "#555"),
+        label.replace("_", " ").lower(),
+        text,
+    )
 
 
 # --- progress ----------------------------------------------------------------------------------
+
 
 def progress_numbers(job: Job, now: datetime | None = None) -> dict[str, Any] | None:
     """done, total, note, percent and ETA (seconds, from the rate since the job started) of a
@@ -173,8 +201,14 @@ def progress_numbers(job: Job, now: datetime | None = None) -> dict[str, Any] | 
         elapsed = ((at or now or timezone.now()) - job.started_at).total_seconds()
         if elapsed > 0 and done < total:
             eta = elapsed / done * (total - done)
-    return {"done": done, "total": total, "note": p.get("note"), "percent": percent,
-            "eta_s": eta, "at": at}
+    return {
+        "done": done,
+        "total": total,
+        "note": p.get("note"),
+        "percent": percent,
+        "eta_s": eta,
+        "at": at,
+    }
 
 
 def progress_bar(job: Job, now: datetime | None = None) -> SafeString | str:
@@ -185,17 +219,24 @@ def progress_bar(job: Job, now: datetime | None = None) -> SafeString | str:
     eta = f" · ETA {span(n['eta_s'])}" if n["eta_s"] is not None else ""
     title = count + (f" · {n['note']}" if n["note"] else "") + eta
     if n["percent"] is None:
-        return format_html('<span class="pgjobs-progress-text" title="{}">{} done{}</span>',
-                           title, count, eta)
+        return format_html(
+            '<span class="pgjobs-progress-text" title="{}">{} done{}</span>', title, count, eta
+        )
     return format_html(
         '<span class="pgjobs-progress" title="{}"><span class="pgjobs-progress-bar" '
         'role="progressbar" aria-valuenow="{}" aria-valuemin="0" aria-valuemax="100">'
         '<span style="width:{}%"></span></span> <span class="pgjobs-progress-text">{}%{}'
-        "</span></span>", title, f"{n['percent']:.0f}", f"{n['percent']:.1f}",
-        f"{n['percent']:.0f}", eta)
+        "</span></span>",
+        title,
+        f"{n['percent']:.0f}",
+        f"{n['percent']:.1f}",
+        f"{n['percent']:.0f}",
+        eta,
+    )
 
 
 # --- errors and JSON ---------------------------------------------------------------------------
+
 
 def redact(value: Any, keys: Iterable[str] | None = None) -> Any:
     """A copy of ``value`` whose dict entries with a secret-looking key are masked.
@@ -206,8 +247,10 @@ def redact(value: Any, keys: Iterable[str] | None = None) -> Any:
 
     def walk(v: Any) -> Any:
         if isinstance(v, dict):
-            return {k: ("********" if any(n in str(k).lower() for n in needles) else walk(x))
-                    for k, x in v.items()}
+            return {
+                k: ("********" if any(n in str(k).lower() for n in needles) else walk(x))
+                for k, x in v.items()
+            }
         if isinstance(v, list):
             return [walk(x) for x in v]
         return v
@@ -231,10 +274,12 @@ def error_summary(text: str | None) -> tuple[str, str]:
     if not text:
         return "", ""
     lines = text.splitlines()
-    start = max((i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call")),
-                default=None)
+    start = max(
+        (i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call")),
+        default=None,
+    )
     if start is not None:
-        for ln in lines[start + 1:]:
+        for ln in lines[start + 1 :]:
             if ln and not ln[0].isspace():
                 m = _EXC_LINE.match(ln.strip())
                 if m:
@@ -242,8 +287,12 @@ def error_summary(text: str | None) -> tuple[str, str]:
                 return "", ln[:200]
     first = next((ln.strip() for ln in lines if ln.strip()), "")
     m = _EXC_LINE.match(first)
-    if m and m.group(2) is not None and "." in m.group(1) or (m and m.group(1).endswith(
-            ("Error", "Exception", "Timeout", "Exit", "Interrupt"))):
+    if (
+        m
+        and m.group(2) is not None
+        and "." in m.group(1)
+        or (m and m.group(1).endswith(("Error", "Exception", "Timeout", "Exit", "Interrupt")))
+    ):
         return m.group(1), (m.group(2) or "")[:200]
     return "", first[:200]
 
@@ -258,8 +307,12 @@ def error_line(text: str | None) -> SafeString | str:
     title = f"{cls}: {line}" if cls and line else (cls or line)
     if not line:
         return format_html('<span class="pgjobs-err" title="{}"><b>{}</b></span>', title, short)
-    return format_html('<span class="pgjobs-err" title="{}">{}{}</span>', title, line[:160],
-                       format_html(" <b>{}</b>", short) if short else "")
+    return format_html(
+        '<span class="pgjobs-err" title="{}">{}{}</span>',
+        title,
+        line[:160],
+        format_html(" <b>{}</b>", short) if short else "",
+    )
 
 
 def short_type(name: str, limit: int = 30) -> str:
@@ -268,9 +321,9 @@ def short_type(name: str, limit: int = 30) -> str:
     if len(name) <= limit:
         return name
     head = name.split(".", 1)[0][:12]
-    tail = name[-(limit - len(head) - 2):]
+    tail = name[-(limit - len(head) - 2) :]
     cut = re.search(r"[._]", tail[:-8])  # start the tail at a word when one is near
-    return f"{head}.…{tail[cut.end():] if cut else tail}"
+    return f"{head}.…{tail[cut.end() :] if cut else tail}"
 
 
 def breakable(text: Any) -> SafeString:

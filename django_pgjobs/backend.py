@@ -84,9 +84,12 @@ class PgJobsTask(Task):
     ) -> PgJobsTask:
         if isinstance(run_after, timedelta):  # documented by Django: relative to now
             run_after = timezone.now() + run_after
-        task = cast("PgJobsTask", Task.using(
-            self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
-        ))
+        task = cast(
+            "PgJobsTask",
+            Task.using(
+                self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+            ),
+        )
         extra: dict[str, Any] = {"max_attempts": max_attempts, "unique_key": unique_key}
         changes = {k: v for k, v in extra.items() if v is not None}
         return replace(task, **changes) if changes else task
@@ -184,7 +187,8 @@ class PgJobsBackend(BaseTaskBackend):
                 check_queue(name)
             except InvalidJobOption as exc:
                 yield checks.Error(
-                    f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="pgjobs.E202",
+                    f"TASKS[{self.alias!r}]['QUEUES']: {exc}",
+                    id="pgjobs.E202",
                     hint="Queue names are 1-63 characters among letters, digits and '_.:-'.",
                 )
 
@@ -207,13 +211,17 @@ def _check_importable(task: Task) -> None:
     found: Any = module
     for part in task.func.__qualname__.split("."):
         found = getattr(found, part, None)
-    if module is not None and task.func.__module__ not in ("__main__", "__mp_main__") and (
-            found is task.func or getattr(found, "func", None) is task.func):
+    if (
+        module is not None
+        and task.func.__module__ not in ("__main__", "__mp_main__")
+        and (found is task.func or getattr(found, "func", None) is task.func)
+    ):
         return
     raise InvalidTask(
         f"task {task.func.__qualname__} is defined in {task.func.__module__ or 'no module'!r} "
         "(a shell, or a script run as __main__), where no worker can import it: its jobs would "
-        "wait forever. Define it in a tasks.py module of an installed app")
+        "wait forever. Define it in a tasks.py module of an installed app"
+    )
 
 
 def _validate_options(task: Task) -> None:

@@ -22,8 +22,11 @@ def _table_checks(series: str) -> list[checks.CheckMessage]:
         value, where = s[entry.name], f"PGJOBS[{entry.name!r}]"
         if not entry.rule.accepts(value):
             hint = entry.hint or f"the default is {entry.default!r}"
-            found.append(checks.Error(f"{where} must be {entry.rule.what}, got {value!r}",
-                                      hint=hint, id=entry.check))
+            found.append(
+                checks.Error(
+                    f"{where} must be {entry.rule.what}, got {value!r}", hint=hint, id=entry.check
+                )
+            )
         elif entry.warn and (message := entry.warn.message(where, value)):
             found.append(checks.Warning(message, id=entry.warn.check))
     return found
@@ -37,14 +40,21 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
     user = getattr(settings, "PGJOBS", {})
     if not isinstance(user, dict):
-        return [checks.Error("PGJOBS must be a dict", hint="PGJOBS = {'MAX_ATTEMPTS': 5, …}",
-                             id="pgjobs.E001")]
+        return [
+            checks.Error(
+                "PGJOBS must be a dict", hint="PGJOBS = {'MAX_ATTEMPTS': 5, …}", id="pgjobs.E001"
+            )
+        ]
     errors: list[checks.CheckMessage] = []
     unknown = sorted(set(user) - set(conf.DEFAULTS) - _RESERVED)
     if unknown:
-        errors.append(checks.Error(
-            f"unknown PGJOBS keys: {', '.join(unknown)}",
-            hint=f"known keys: {', '.join(sorted(conf.DEFAULTS))}", id="pgjobs.E002"))
+        errors.append(
+            checks.Error(
+                f"unknown PGJOBS keys: {', '.join(unknown)}",
+                hint=f"known keys: {', '.join(sorted(conf.DEFAULTS))}",
+                id="pgjobs.E002",
+            )
+        )
     errors += _table_checks("pgjobs.E0")
     errors += _table_checks("pgjobs.E3")  # a worker's connections (netsafety.py)
     alias = conf.get("DATABASE")
@@ -69,16 +79,22 @@ def _check_engine(alias: str) -> list[checks.CheckMessage]:
         driver = getattr(getattr(wrapper, "Database", None), "__name__", "")
         if wrapper.vendor == "postgresql" and driver == "psycopg":
             return []
-        found = (f"the driver {driver}" if wrapper.vendor == "postgresql"
-                 else f"vendor {wrapper.vendor!r}")
-    return [checks.Error(
-        f"django-pgjobs needs PostgreSQL through psycopg 3; DATABASES[{alias!r}] uses {engine} "
-        f"({found})",
-        hint=f"set DATABASES[{alias!r}]['ENGINE'] = 'django.db.backends.postgresql' (or a "
-             "backend built on it, such as django.contrib.gis.db.backends.postgis; with NAME, "
-             "USER, PASSWORD, HOST and PORT of your PostgreSQL; pip install 'psycopg[binary]'), "
-             "or PGJOBS['DATABASE'] to an alias that uses it",
-        id="pgjobs.E007")]
+        found = (
+            f"the driver {driver}"
+            if wrapper.vendor == "postgresql"
+            else f"vendor {wrapper.vendor!r}"
+        )
+    return [
+        checks.Error(
+            f"django-pgjobs needs PostgreSQL through psycopg 3; DATABASES[{alias!r}] uses {engine} "
+            f"({found})",
+            hint=f"set DATABASES[{alias!r}]['ENGINE'] = 'django.db.backends.postgresql' (or a "
+            "backend built on it, such as django.contrib.gis.db.backends.postgis; with NAME, "
+            "USER, PASSWORD, HOST and PORT of your PostgreSQL; pip install 'psycopg[binary]'), "
+            "or PGJOBS['DATABASE'] to an alias that uses it",
+            id="pgjobs.E007",
+        )
+    ]
 
 
 def _check_routing(alias: str) -> list[checks.CheckMessage]:
@@ -96,11 +112,15 @@ def _check_routing(alias: str) -> list[checks.CheckMessage]:
         wrong.append(f"migrate creates its tables on {DEFAULT_DB_ALIAS!r} too")
     if not wrong:
         return []
-    return [checks.Warning(
-        f"PGJOBS['DATABASE'] is {alias!r} but the database routers disagree: "
-        + "; ".join(wrong),
-        hint="add 'django_pgjobs.routers.QueueRouter' to DATABASE_ROUTERS and run "
-        f"`manage.py migrate --database {alias}` (docs/queue-database.md)", id="pgjobs.W006")]
+    return [
+        checks.Warning(
+            f"PGJOBS['DATABASE'] is {alias!r} but the database routers disagree: "
+            + "; ".join(wrong),
+            hint="add 'django_pgjobs.routers.QueueRouter' to DATABASE_ROUTERS and run "
+            f"`manage.py migrate --database {alias}` (docs/queue-database.md)",
+            id="pgjobs.W006",
+        )
+    ]
 
 
 def _listen_through_pooler() -> list[checks.CheckMessage]:
@@ -116,39 +136,57 @@ def _listen_through_pooler() -> list[checks.CheckMessage]:
     if not connections.settings[alias].get("DISABLE_SERVER_SIDE_CURSORS"):
         return []
     setting = "PGJOBS['DATABASE']" if listen_db is None else "PGJOBS['LISTEN_DATABASE']"
-    return [checks.Warning(
-        "the worker's listener would wait for wakeups through a transaction pooler, where it "
-        f"never hears one: {setting} is {alias!r}, whose DATABASES entry sets "
-        "DISABLE_SERVER_SIDE_CURSORS; workers poll instead (PGJOBS['POLL_INTERVAL'])",
-        hint="set PGJOBS['LISTEN_DATABASE'] to a direct connection to the same database: an "
-             "alias of DATABASES without the pooler, or a libpq DSN (see docs/topology.md)",
-        id="pgjobs.W002")]
+    return [
+        checks.Warning(
+            "the worker's listener would wait for wakeups through a transaction pooler, where it "
+            f"never hears one: {setting} is {alias!r}, whose DATABASES entry sets "
+            "DISABLE_SERVER_SIDE_CURSORS; workers poll instead (PGJOBS['POLL_INTERVAL'])",
+            hint="set PGJOBS['LISTEN_DATABASE'] to a direct connection to the same database: an "
+            "alias of DATABASES without the pooler, or a libpq DSN (see docs/topology.md)",
+            id="pgjobs.W002",
+        )
+    ]
 
 
 # --- cron schedules, retention, maintenance intervals (pgjobs.E101 …) --------------------------
 
 _SCHEDULE_CHECKS = {
     # Problem.kind -> (id, hint)
-    "setting": ("pgjobs.E101", "PGJOBS['SCHEDULES'] = {'name': {'type': 'app.job', 'cron': "
-                "'0 3 * * *', 'timezone': 'Europe/Paris', 'config': {}}}; allowed keys: type, "
-                "cron, timezone, config, queue, priority, catch_up, catch_up_window"),
-    "cron": ("pgjobs.E102", "use 5 fields (minute hour day-of-month month day-of-week, e.g. "
-             "'*/15 * * * *'), an optional 6th field for seconds, or @hourly/@daily/@weekly/"
-             "@monthly/@yearly; random 'R' values are not allowed"),
+    "setting": (
+        "pgjobs.E101",
+        "PGJOBS['SCHEDULES'] = {'name': {'type': 'app.job', 'cron': "
+        "'0 3 * * *', 'timezone': 'Europe/Paris', 'config': {}}}; allowed keys: type, "
+        "cron, timezone, config, queue, priority, catch_up, catch_up_window",
+    ),
+    "cron": (
+        "pgjobs.E102",
+        "use 5 fields (minute hour day-of-month month day-of-week, e.g. "
+        "'*/15 * * * *'), an optional 6th field for seconds, or @hourly/@daily/@weekly/"
+        "@monthly/@yearly; random 'R' values are not allowed",
+    ),
     "type": ("pgjobs.E103", "name a job type registered with @django_pgjobs.handler"),
-    "timezone": ("pgjobs.E104", "use an IANA time zone name such as 'Europe/Paris' or 'UTC' "
-                 "(install the tzdata package if the system has no zone database)"),
-    "catch_up": ("pgjobs.E105", "catch_up is 'latest' (default), 'none' or 'all'; "
-                 "catch_up_window is a number of seconds"),
+    "timezone": (
+        "pgjobs.E104",
+        "use an IANA time zone name such as 'Europe/Paris' or 'UTC' "
+        "(install the tzdata package if the system has no zone database)",
+    ),
+    "catch_up": (
+        "pgjobs.E105",
+        "catch_up is 'latest' (default), 'none' or 'all'; catch_up_window is a number of seconds",
+    ),
     "option": ("pgjobs.E106", "queue, priority and config follow the rules of enqueue()"),
-    "decorator": ("pgjobs.E107", "stack @schedule(...) on exactly one @handler, and give each "
-                  "schedule a unique name (name=...)"),
+    "decorator": (
+        "pgjobs.E107",
+        "stack @schedule(...) on exactly one @handler, and give each "
+        "schedule a unique name (name=...)",
+    ),
 }
 
 
 @checks.register()
-def check_schedules_and_retention(app_configs: Any = None, **kwargs: Any
-                                  ) -> list[checks.CheckMessage]:
+def check_schedules_and_retention(
+    app_configs: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     from . import retention, scheduler
 
     errors: list[checks.CheckMessage] = []
@@ -157,10 +195,14 @@ def check_schedules_and_retention(app_configs: Any = None, **kwargs: Any
         check_id, hint = _SCHEDULE_CHECKS[p.kind]
         errors.append(checks.Error(p.message, hint=hint, id=check_id))
     for message in retention.problems():
-        errors.append(checks.Error(
-            message, hint="PGJOBS['RETENTION'] = {'COMPLETED': 7, 'COMPLETED_WITH_ERRORS': 30, "
-            "'FAILED': 30, 'CANCELLED': 7, 'SCHEDULE_FIRES': 30} (days; None keeps forever)",
-            id="pgjobs.E108"))
+        errors.append(
+            checks.Error(
+                message,
+                hint="PGJOBS['RETENTION'] = {'COMPLETED': 7, 'COMPLETED_WITH_ERRORS': 30, "
+                "'FAILED': 30, 'CANCELLED': 7, 'SCHEDULE_FIRES': 30} (days; None keeps forever)",
+                id="pgjobs.E108",
+            )
+        )
     errors += _table_checks("pgjobs.E1")  # SCHEDULER_INTERVAL, PRUNE_INTERVAL (E109)
     return errors
 
@@ -177,12 +219,19 @@ def check_tasks_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     if tasks_api.AVAILABLE or not isinstance(tasks, dict):
         return []
     backend = "django_pgjobs.backend.PgJobsBackend"
-    ours = [alias for alias, cfg in tasks.items()
-            if isinstance(cfg, dict) and cfg.get("BACKEND") == backend]
+    ours = [
+        alias
+        for alias, cfg in tasks.items()
+        if isinstance(cfg, dict) and cfg.get("BACKEND") == backend
+    ]
     if not ours:
         return []
-    return [checks.Error(
-        f"TASKS[{ours[0]!r}] uses django_pgjobs.backend.PgJobsBackend, but Django's Tasks "
-        "framework is not installed",
-        hint="on Django 5.2: pip install 'django-pgjobs[tasks]' (the django-tasks backport) and "
-        "add 'django_tasks' to INSTALLED_APPS; Django 6.0 and later ship it", id="pgjobs.E014")]
+    return [
+        checks.Error(
+            f"TASKS[{ours[0]!r}] uses django_pgjobs.backend.PgJobsBackend, but Django's Tasks "
+            "framework is not installed",
+            hint="on Django 5.2: pip install 'django-pgjobs[tasks]' (the django-tasks backport) and "
+            "add 'django_tasks' to INSTALLED_APPS; Django 6.0 and later ship it",
+            id="pgjobs.E014",
+        )
+    ]

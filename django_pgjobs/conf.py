@@ -160,8 +160,11 @@ Rule = Number | Int | Bool | OneOf | Strings | Alias | Custom | Special
 
 def _channel_name(value: Any) -> bool:
     # pg_notify() refuses names over 63 bytes; a NUL cannot travel in a query.
-    return (isinstance(value, str) and "\x00" not in value
-            and 0 < len(value.encode("utf-8", "surrogatepass")) <= 63)
+    return (
+        isinstance(value, str)
+        and "\x00" not in value
+        and 0 < len(value.encode("utf-8", "surrogatepass")) <= 63
+    )
 
 
 def _queue_name(value: Any) -> bool:
@@ -171,8 +174,11 @@ def _queue_name(value: Any) -> bool:
 def _listen_target(value: Any) -> bool:
     from django.db import connections
 
-    return value is None or (isinstance(value, str) and "\x00" not in value and (
-        value in connections.settings or "=" in value or "://" in value))
+    return value is None or (
+        isinstance(value, str)
+        and "\x00" not in value
+        and (value in connections.settings or "=" in value or "://" in value)
+    )
 
 
 SECONDS = Number(unit="seconds", high=MAX_SECONDS)
@@ -216,120 +222,292 @@ class Setting:
 
 SETTINGS: list[Setting] = [
     # E007 (the alias is not PostgreSQL) is the hand-written follow-up in checks.py.
-    Setting("DATABASE", "default", Alias(), "pgjobs.E006",
-            "database alias of every table and statement of the queue; a database of its own: "
-            "see docs/queue-database.md (QueueRouter, W006)", option="using"),
-    Setting("DEFAULT_QUEUE", "default", Custom(_queue_name, "a queue name"), "pgjobs.E012",
-            "queue of a job when neither `enqueue()` nor its handler names one",
-            hint="1-63 characters among letters, digits and '_.:-', starting with a letter, "
-                 "digit or '_'"),
-    Setting("MAX_ATTEMPTS", 5, Int(1), "pgjobs.E004",
-            "attempts before a failing job goes to `FAILED` (per handler: `max_attempts=`)"),
-    Setting("BACKOFF_BASE", 5.0, SECONDS, "pgjobs.E003",
-            "seconds before the second attempt; doubles each attempt (`backoff_base=`)"),
-    Setting("BACKOFF_MAX", 3600.0, SECONDS, "pgjobs.E003",
-            "cap of the backoff, seconds (`backoff_max=`)"),
-    Setting("BACKOFF_JITTER", 0.1, Number(low_inclusive=True, high=1, high_inclusive=False),
-            "pgjobs.E008",
-            "± fraction added to each delay so that failures do not retry in step"),
-    Setting("TIMEOUT", None, Number(unit="seconds", high=MAX_SECONDS, none=True), "pgjobs.E005",
-            "default wall-clock limit of a handler, seconds (`timeout=`)"),
-    Setting("LEASE_SECONDS", 30.0, SECONDS, "pgjobs.E003",
-            "how long a RUNNING job is owned without a heartbeat (renewed every third of it); "
-            "a worker counts alive while it beats within 3 of its own leases",
-            option="lease_seconds",
-            flag=Flag("--lease", "lease of a running job in seconds, renewed every third of it by "
-                                "the heartbeat"),
-            warn=Warn(3, "pgjobs.W001", "under 3 s: a busy worker may lose leases between "
-                                        "heartbeats (every third of the lease)")),
-    Setting("REAP_INTERVAL", 10.0, SECONDS, "pgjobs.E003",
-            "seconds between two rescues of expired leases by a worker", option="reap_interval",
-            flag=Flag("--reap-interval",
-                      "seconds between two rescues of jobs whose lease expired")),
-    Setting("CONCURRENCY", 10, Int(1), "pgjobs.E004", "handler threads per worker",
-            option="concurrency",
-            flag=Flag("--concurrency", "handler threads, each with its own connection")),
-    Setting("BATCH_SIZE", 200, Int(1), "pgjobs.E004", "most jobs claimed per round trip",
-            option="batch_size", flag=Flag("--batch-size", "max jobs claimed per round trip")),
-    Setting("PREFETCH", 200, Int(0), "pgjobs.E004",
-            "jobs a worker may hold beyond one per thread, only while every job it holds is of a "
-            "type that usually runs in under 1 ms; 0 turns it off. See \"Prefetch\" in "
-            "docs/architecture.md", option="prefetch",
-            flag=Flag("--prefetch",
-                      "jobs held beyond one per thread while all are short (0: none)")),
-    Setting("POLL_INTERVAL", 1.0, SECONDS, "pgjobs.E003",
-            "polling fallback when no NOTIFY arrives, seconds", option="poll_interval",
-            flag=Flag("--poll-interval", "seconds between polls when no NOTIFY arrives")),
-    Setting("SHUTDOWN_TIMEOUT", 30.0, Number(unit="seconds", high=MAX_SECONDS, low_inclusive=True),
-            "pgjobs.E003", "seconds running jobs get after SIGTERM", option="shutdown_timeout",
-            flag=Flag("--shutdown-timeout", "seconds running jobs get to finish after SIGTERM")),
-    Setting("FAIR_SHARE", False, Bool(), "pgjobs.E011",
-            "interleave tenants round-robin in each claim", option="fair_share"),
-    Setting("MAX_CONFIG_BYTES", 1024 * 1024, Number(), "pgjobs.E003",
-            "largest config accepted by `enqueue()` (UTF-8 bytes of its JSON)"),
-    Setting("MAX_CONFIG_DEPTH", 64, Number(), "pgjobs.E003",
-            "deepest nesting accepted in a config"),
-    Setting("MAX_RESULT_BYTES", 1024 * 1024, Number(), "pgjobs.E003",
-            "a larger handler result is replaced by "
-            "`{\"result_truncated\": true, \"result_bytes\": n}`"),
-    Setting("MAX_ERROR_CHARS", 16 * 1024, Number(), "pgjobs.E003",
-            "longer errors/tracebacks keep their head and tail"),
-    Setting("AUTODISCOVER_MODULES", ["jobs", "tasks"], Strings(), "pgjobs.E013",
-            "modules imported in every installed app at startup (`@handler`, Django `@task`)"),
-    Setting("NOTIFY_CHANNEL", "pgjobs", Custom(_channel_name, "a name of 1-63 bytes"),
-            "pgjobs.E009", "LISTEN/NOTIFY channel of the wakeups",
-            hint="PostgreSQL's pg_notify() refuses longer names: every enqueue would fail"),
-    Setting("LISTEN_DATABASE", None,
-            Custom(_listen_target, "None, an alias in DATABASES or a libpq connection string"),
-            "pgjobs.E015",
-            "where the worker's listener connects to LISTEN: `None`, the queue's database; an "
-            "alias of `DATABASES` or a libpq connection string (`\"host=… dbname=…\"`, "
-            "`\"postgresql://…\"`) naming a direct connection, for a queue database behind a "
-            "transaction pooler (without one such a worker polls: see docs/topology.md, W002)",
-            hint="an alias such as 'direct', or 'postgresql://user@db-host:5432/app'"),
-    Setting("PREPARED_STATEMENTS", "auto", OneOf(("auto", True, False)), "pgjobs.E010",
-            "prepare enqueue's INSERT and the worker's finalize and claim on the server "
-            "(psycopg's protocol-level prepared statements, once per connection). `\"auto\"`: "
-            "yes, unless the database sets `DISABLE_SERVER_SIDE_CURSORS` (what Django's docs ask "
-            "for behind a transaction-mode pooler) or the connection is found to go through a "
-            "pooler; `False`: never; `True` forces them (PgBouncer >= 1.21 with "
-            "`max_prepared_statements`), until a pooler refuses one (docs/topology.md)"),
-    Setting("REDACT_KEYS",
-            ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
-            Strings(), "pgjobs.E013",
-            "config keys hidden wherever django-pgjobs shows a config (substring, "
-            "case-insensitive)"),
-    Setting("SCHEDULES", {}, Special("a dict: name -> schedule", "check_schedules_and_retention"),
-            "pgjobs.E101", "cron schedules (see README, \"Cron schedules\"); checks E101-E107"),
-    Setting("SCHEDULER_INTERVAL", 5.0, SECONDS, "pgjobs.E109",
-            "seconds between two scheduler passes of a worker", option="scheduler_interval"),
-    Setting("RETENTION", {}, Special("a dict: status -> days or None",
-                                     "check_schedules_and_retention"), "pgjobs.E108",
-            "days finished jobs are kept, per status, merged over `COMPLETED: 7`, "
-            "`COMPLETED_WITH_ERRORS: 30`, `FAILED: 30`, `CANCELLED: 7`, `SCHEDULE_FIRES: 30` "
-            "(`None`: keep forever)"),
-    Setting("PRUNE_INTERVAL", 300.0, SECONDS, "pgjobs.E109",
-            "seconds between two pruning passes of a worker", option="prune_interval"),
+    Setting(
+        "DATABASE",
+        "default",
+        Alias(),
+        "pgjobs.E006",
+        "database alias of every table and statement of the queue; a database of its own: "
+        "see docs/queue-database.md (QueueRouter, W006)",
+        option="using",
+    ),
+    Setting(
+        "DEFAULT_QUEUE",
+        "default",
+        Custom(_queue_name, "a queue name"),
+        "pgjobs.E012",
+        "queue of a job when neither `enqueue()` nor its handler names one",
+        hint="1-63 characters among letters, digits and '_.:-', starting with a letter, "
+        "digit or '_'",
+    ),
+    Setting(
+        "MAX_ATTEMPTS",
+        5,
+        Int(1),
+        "pgjobs.E004",
+        "attempts before a failing job goes to `FAILED` (per handler: `max_attempts=`)",
+    ),
+    Setting(
+        "BACKOFF_BASE",
+        5.0,
+        SECONDS,
+        "pgjobs.E003",
+        "seconds before the second attempt; doubles each attempt (`backoff_base=`)",
+    ),
+    Setting(
+        "BACKOFF_MAX",
+        3600.0,
+        SECONDS,
+        "pgjobs.E003",
+        "cap of the backoff, seconds (`backoff_max=`)",
+    ),
+    Setting(
+        "BACKOFF_JITTER",
+        0.1,
+        Number(low_inclusive=True, high=1, high_inclusive=False),
+        "pgjobs.E008",
+        "± fraction added to each delay so that failures do not retry in step",
+    ),
+    Setting(
+        "TIMEOUT",
+        None,
+        Number(unit="seconds", high=MAX_SECONDS, none=True),
+        "pgjobs.E005",
+        "default wall-clock limit of a handler, seconds (`timeout=`)",
+    ),
+    Setting(
+        "LEASE_SECONDS",
+        30.0,
+        SECONDS,
+        "pgjobs.E003",
+        "how long a RUNNING job is owned without a heartbeat (renewed every third of it); "
+        "a worker counts alive while it beats within 3 of its own leases",
+        option="lease_seconds",
+        flag=Flag(
+            "--lease",
+            "lease of a running job in seconds, renewed every third of it by the heartbeat",
+        ),
+        warn=Warn(
+            3,
+            "pgjobs.W001",
+            "under 3 s: a busy worker may lose leases between "
+            "heartbeats (every third of the lease)",
+        ),
+    ),
+    Setting(
+        "REAP_INTERVAL",
+        10.0,
+        SECONDS,
+        "pgjobs.E003",
+        "seconds between two rescues of expired leases by a worker",
+        option="reap_interval",
+        flag=Flag("--reap-interval", "seconds between two rescues of jobs whose lease expired"),
+    ),
+    Setting(
+        "CONCURRENCY",
+        10,
+        Int(1),
+        "pgjobs.E004",
+        "handler threads per worker",
+        option="concurrency",
+        flag=Flag("--concurrency", "handler threads, each with its own connection"),
+    ),
+    Setting(
+        "BATCH_SIZE",
+        200,
+        Int(1),
+        "pgjobs.E004",
+        "most jobs claimed per round trip",
+        option="batch_size",
+        flag=Flag("--batch-size", "max jobs claimed per round trip"),
+    ),
+    Setting(
+        "PREFETCH",
+        200,
+        Int(0),
+        "pgjobs.E004",
+        "jobs a worker may hold beyond one per thread, only while every job it holds is of a "
+        'type that usually runs in under 1 ms; 0 turns it off. See "Prefetch" in '
+        "docs/architecture.md",
+        option="prefetch",
+        flag=Flag("--prefetch", "jobs held beyond one per thread while all are short (0: none)"),
+    ),
+    Setting(
+        "POLL_INTERVAL",
+        1.0,
+        SECONDS,
+        "pgjobs.E003",
+        "polling fallback when no NOTIFY arrives, seconds",
+        option="poll_interval",
+        flag=Flag("--poll-interval", "seconds between polls when no NOTIFY arrives"),
+    ),
+    Setting(
+        "SHUTDOWN_TIMEOUT",
+        30.0,
+        Number(unit="seconds", high=MAX_SECONDS, low_inclusive=True),
+        "pgjobs.E003",
+        "seconds running jobs get after SIGTERM",
+        option="shutdown_timeout",
+        flag=Flag("--shutdown-timeout", "seconds running jobs get to finish after SIGTERM"),
+    ),
+    Setting(
+        "FAIR_SHARE",
+        False,
+        Bool(),
+        "pgjobs.E011",
+        "interleave tenants round-robin in each claim",
+        option="fair_share",
+    ),
+    Setting(
+        "MAX_CONFIG_BYTES",
+        1024 * 1024,
+        Number(),
+        "pgjobs.E003",
+        "largest config accepted by `enqueue()` (UTF-8 bytes of its JSON)",
+    ),
+    Setting(
+        "MAX_CONFIG_DEPTH", 64, Number(), "pgjobs.E003", "deepest nesting accepted in a config"
+    ),
+    Setting(
+        "MAX_RESULT_BYTES",
+        1024 * 1024,
+        Number(),
+        "pgjobs.E003",
+        'a larger handler result is replaced by `{"result_truncated": true, "result_bytes": n}`',
+    ),
+    Setting(
+        "MAX_ERROR_CHARS",
+        16 * 1024,
+        Number(),
+        "pgjobs.E003",
+        "longer errors/tracebacks keep their head and tail",
+    ),
+    Setting(
+        "AUTODISCOVER_MODULES",
+        ["jobs", "tasks"],
+        Strings(),
+        "pgjobs.E013",
+        "modules imported in every installed app at startup (`@handler`, Django `@task`)",
+    ),
+    Setting(
+        "NOTIFY_CHANNEL",
+        "pgjobs",
+        Custom(_channel_name, "a name of 1-63 bytes"),
+        "pgjobs.E009",
+        "LISTEN/NOTIFY channel of the wakeups",
+        hint="PostgreSQL's pg_notify() refuses longer names: every enqueue would fail",
+    ),
+    Setting(
+        "LISTEN_DATABASE",
+        None,
+        Custom(_listen_target, "None, an alias in DATABASES or a libpq connection string"),
+        "pgjobs.E015",
+        "where the worker's listener connects to LISTEN: `None`, the queue's database; an "
+        'alias of `DATABASES` or a libpq connection string (`"host=… dbname=…"`, '
+        '`"postgresql://…"`) naming a direct connection, for a queue database behind a '
+        "transaction pooler (without one such a worker polls: see docs/topology.md, W002)",
+        hint="an alias such as 'direct', or 'postgresql://user@db-host:5432/app'",
+    ),
+    Setting(
+        "PREPARED_STATEMENTS",
+        "auto",
+        OneOf(("auto", True, False)),
+        "pgjobs.E010",
+        "prepare enqueue's INSERT and the worker's finalize and claim on the server "
+        '(psycopg\'s protocol-level prepared statements, once per connection). `"auto"`: '
+        "yes, unless the database sets `DISABLE_SERVER_SIDE_CURSORS` (what Django's docs ask "
+        "for behind a transaction-mode pooler) or the connection is found to go through a "
+        "pooler; `False`: never; `True` forces them (PgBouncer >= 1.21 with "
+        "`max_prepared_statements`), until a pooler refuses one (docs/topology.md)",
+    ),
+    Setting(
+        "REDACT_KEYS",
+        ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
+        Strings(),
+        "pgjobs.E013",
+        "config keys hidden wherever django-pgjobs shows a config (substring, case-insensitive)",
+    ),
+    Setting(
+        "SCHEDULES",
+        {},
+        Special("a dict: name -> schedule", "check_schedules_and_retention"),
+        "pgjobs.E101",
+        'cron schedules (see README, "Cron schedules"); checks E101-E107',
+    ),
+    Setting(
+        "SCHEDULER_INTERVAL",
+        5.0,
+        SECONDS,
+        "pgjobs.E109",
+        "seconds between two scheduler passes of a worker",
+        option="scheduler_interval",
+    ),
+    Setting(
+        "RETENTION",
+        {},
+        Special("a dict: status -> days or None", "check_schedules_and_retention"),
+        "pgjobs.E108",
+        "days finished jobs are kept, per status, merged over `COMPLETED: 7`, "
+        "`COMPLETED_WITH_ERRORS: 30`, `FAILED: 30`, `CANCELLED: 7`, `SCHEDULE_FIRES: 30` "
+        "(`None`: keep forever)",
+    ),
+    Setting(
+        "PRUNE_INTERVAL",
+        300.0,
+        SECONDS,
+        "pgjobs.E109",
+        "seconds between two pruning passes of a worker",
+        option="prune_interval",
+    ),
     # Connections of a worker (netsafety.py): each bounds how long a dead link goes unnoticed.
-    Setting("CONNECT_TIMEOUT", 10, Int(0), "pgjobs.E301",
-            "seconds a worker's connection attempt may take, per host (libpq `connect_timeout`); "
-            "0: no limit. See docs/topology.md"),
-    Setting("TCP_KEEPALIVES_IDLE", 5, Int(0), "pgjobs.E301",
-            "seconds a worker's connection stays silent before TCP keepalive probes (libpq "
-            "`keepalives_idle`, and the server's `tcp_keepalives_idle` for the session); "
-            "0: the OS default"),
-    Setting("TCP_KEEPALIVES_INTERVAL", 2, Int(0), "pgjobs.E301",
-            "seconds between two unanswered keepalive probes (`keepalives_interval`, "
-            "`tcp_keepalives_interval`); 0: the OS default"),
-    Setting("TCP_KEEPALIVES_COUNT", 3, Int(0), "pgjobs.E301",
-            "unanswered probes after which the connection is dead (`keepalives_count`, "
-            "`tcp_keepalives_count`); 0: the OS default"),
-    Setting("TCP_USER_TIMEOUT", 10.0, Number(unit="seconds", low_inclusive=True, high=1e6),
-            "pgjobs.E301",
-            "seconds sent data may stay unacknowledged before a worker's connection is dropped "
-            "(libpq `tcp_user_timeout`, the server's for the session); 0: the OS default"),
-    Setting("ROLLUP_RETENTION_DAYS", 30, Number(unit="days"), "pgjobs.E003",
-            "days the dashboard's per-minute rollup and depth samples are kept"),
+    Setting(
+        "CONNECT_TIMEOUT",
+        10,
+        Int(0),
+        "pgjobs.E301",
+        "seconds a worker's connection attempt may take, per host (libpq `connect_timeout`); "
+        "0: no limit. See docs/topology.md",
+    ),
+    Setting(
+        "TCP_KEEPALIVES_IDLE",
+        5,
+        Int(0),
+        "pgjobs.E301",
+        "seconds a worker's connection stays silent before TCP keepalive probes (libpq "
+        "`keepalives_idle`, and the server's `tcp_keepalives_idle` for the session); "
+        "0: the OS default",
+    ),
+    Setting(
+        "TCP_KEEPALIVES_INTERVAL",
+        2,
+        Int(0),
+        "pgjobs.E301",
+        "seconds between two unanswered keepalive probes (`keepalives_interval`, "
+        "`tcp_keepalives_interval`); 0: the OS default",
+    ),
+    Setting(
+        "TCP_KEEPALIVES_COUNT",
+        3,
+        Int(0),
+        "pgjobs.E301",
+        "unanswered probes after which the connection is dead (`keepalives_count`, "
+        "`tcp_keepalives_count`); 0: the OS default",
+    ),
+    Setting(
+        "TCP_USER_TIMEOUT",
+        10.0,
+        Number(unit="seconds", low_inclusive=True, high=1e6),
+        "pgjobs.E301",
+        "seconds sent data may stay unacknowledged before a worker's connection is dropped "
+        "(libpq `tcp_user_timeout`, the server's for the session); 0: the OS default",
+    ),
+    Setting(
+        "ROLLUP_RETENTION_DAYS",
+        30,
+        Number(unit="days"),
+        "pgjobs.E003",
+        "days the dashboard's per-minute rollup and depth samples are kept",
+    ),
 ]
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -377,13 +555,17 @@ def literal(value: Any) -> str:
 
 def markdown_table() -> str:
     """The Settings table of docs/settings.md, between its two marker comments."""
-    rows = [TABLE_START, "| key | default | accepts | check | `runjobs` flag | meaning |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        TABLE_START,
+        "| key | default | accepts | check | `runjobs` flag | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in SETTINGS:
         checks = s.check.removeprefix("pgjobs.") + (f", {s.warn.check[7:]}" if s.warn else "")
         flag = f"`{s.flag.name}`" if s.flag else ""
-        rows.append(f"| `{s.name}` | `{literal(s.default)}` | {s.rule.what} | {checks} | {flag} "
-                    f"| {s.doc} |")
+        rows.append(
+            f"| `{s.name}` | `{literal(s.default)}` | {s.rule.what} | {checks} | {flag} | {s.doc} |"
+        )
     return "\n".join([*rows, TABLE_END])
 
 

@@ -24,16 +24,43 @@ class JobContext:
     """
 
     __slots__ = (
-        "id", "type", "queue", "priority", "config", "attempts", "max_attempts", "trace_id",
-        "tenant_id", "created_at", "worker_id", "_lease", "_cancel_requested",
-        "_lease_lost", "_lease_until", "item_errors", "_progress", "_on_progress",
+        "id",
+        "type",
+        "queue",
+        "priority",
+        "config",
+        "attempts",
+        "max_attempts",
+        "trace_id",
+        "tenant_id",
+        "created_at",
+        "worker_id",
+        "_lease",
+        "_cancel_requested",
+        "_lease_lost",
+        "_lease_until",
+        "item_errors",
+        "_progress",
+        "_on_progress",
     )
 
     def __init__(
-        self, *, id: int, type: str, queue: str, priority: int,  # noqa: A002
-        config: dict[str, Any], attempts: int, max_attempts: int, trace_id: str | None,
-        tenant_id: str | None, created_at: datetime, worker_id: str, lease_token: UUID | str,
-        cancel_requested: bool = False, lease_until: float = math.inf,
+        self,
+        *,
+        id: int,
+        type: str,
+        queue: str,
+        priority: int,  # noqa: A002
+        config: dict[str, Any],
+        attempts: int,
+        max_attempts: int,
+        trace_id: str | None,
+        tenant_id: str | None,
+        created_at: datetime,
+        worker_id: str,
+        lease_token: UUID | str,
+        cancel_requested: bool = False,
+        lease_until: float = math.inf,
     ):
         self.id = id
         self.type = type

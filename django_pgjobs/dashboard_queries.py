@@ -56,8 +56,10 @@ def wait_percentiles(hours: int, using: str | None = None) -> dict[str, dict[str
                 GROUP BY queue""",
             {"hours": hours, "sample": WAIT_SAMPLE},
         )
-        return {q: {"wait_p50_s": round(p50, 3), "wait_p95_s": round(p95, 3), "wait_runs": n}
-                for q, p50, p95, n in cur.fetchall()}
+        return {
+            q: {"wait_p50_s": round(p50, 3), "wait_p95_s": round(p95, 3), "wait_runs": n}
+            for q, p50, p95, n in cur.fetchall()
+        }
 
 
 def running_jobs(using: str | None = None) -> list[dict[str, Any]]:
@@ -70,13 +72,22 @@ def running_jobs(using: str | None = None) -> list[dict[str, Any]]:
                 ORDER BY started_at LIMIT %s""",
             [RUNNING_SHOWN],
         )
-        cols = ("id", "type", "queue", "worker", "started_at", "lease_expires_at", "progress",
-                "elapsed_s")
+        cols = (
+            "id",
+            "type",
+            "queue",
+            "worker",
+            "started_at",
+            "lease_expires_at",
+            "progress",
+            "elapsed_s",
+        )
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
-def unknown_types(types: Sequence[str], known: Sequence[str],
-                  using: str | None = None) -> list[dict[str, Any]]:
+def unknown_types(
+    types: Sequence[str], known: Sequence[str], using: str | None = None
+) -> list[dict[str, Any]]:
     """Types in the table that no handler here knows, with their pending jobs (counted up to
     UNKNOWN_COUNT_UP_TO through the type index); types with none pending are left out."""
     out = []

@@ -126,9 +126,11 @@ def tag_session(conn: Any, name: str) -> None:
     connection that other clients share."""
     pg = conn.connection
     with conn.cursor() as cur:
-        cur.execute("SELECT pg_backend_pid() <> %s, CASE WHEN pg_backend_pid() = %s "
-                    "THEN set_config('application_name', %s, false) END",
-                    [pg.info.backend_pid, pg.info.backend_pid, name])
+        cur.execute(
+            "SELECT pg_backend_pid() <> %s, CASE WHEN pg_backend_pid() = %s "
+            "THEN set_config('application_name', %s, false) END",
+            [pg.info.backend_pid, pg.info.backend_pid, name],
+        )
         pg._pgjobs_pooled = cur.fetchone()[0]
 
 
@@ -146,15 +148,20 @@ def _fall_back_if_pooler(alias: str, exc: BaseException | None) -> None:
         return
     sqlstate = exc.sqlstate or ""
     if sqlstate not in _POOLER_SQLSTATES and not (
-            sqlstate == "08P01" and "prepared statement" in str(exc)):
+        sqlstate == "08P01" and "prepared statement" in str(exc)
+    ):
         return
     _UNPREPARED.add(alias)
     logger.error(
         "a connection pooler refused a prepared statement on database %r (%s): going on "
         "without prepared statements. Behind PgBouncer in transaction mode set "
         "PGJOBS['PREPARED_STATEMENTS'] = 'auto' (or False) and DATABASES[%r]"
-        "['DISABLE_SERVER_SIDE_CURSORS'] = True; see docs/topology.md", alias,
-        " ".join(str(exc).split())[:200], alias, extra={"action": "db.unprepared"})
+        "['DISABLE_SERVER_SIDE_CURSORS'] = True; see docs/topology.md",
+        alias,
+        " ".join(str(exc).split())[:200],
+        alias,
+        extra={"action": "db.unprepared"},
+    )
 
 
 @contextmanager
@@ -258,7 +265,8 @@ def use_generic_plans(using: str | None = None) -> None:
     with conn.cursor() as cur:
         cur.execute(
             f"SELECT reltuples >= %s FROM pg_class WHERE oid = '{JOB_TABLE}'::regclass",
-            [GENERIC_PLANS_MIN_ROWS])
+            [GENERIC_PLANS_MIN_ROWS],
+        )
         if not cur.fetchone()[0]:
             return
         cur.execute("SET plan_cache_mode = force_generic_plan")

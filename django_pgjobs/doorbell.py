@@ -60,8 +60,10 @@ def arm_sql(channel: str) -> str:
 def gate_sql(channel: str) -> str:
     """Pass the gate: true when no producer holds G (G is released at once)."""
     k = channel_key(channel)
-    return (f"SELECT CASE WHEN pg_try_advisory_lock({_GATE}, {k})"
-            f" THEN pg_advisory_unlock({_GATE}, {k}) ELSE false END")
+    return (
+        f"SELECT CASE WHEN pg_try_advisory_lock({_GATE}, {k})"
+        f" THEN pg_advisory_unlock({_GATE}, {k}) ELSE false END"
+    )
 
 
 DISARM_SQL = "SELECT pg_advisory_unlock_all()"  # the LISTEN connection holds no other lock

@@ -129,8 +129,14 @@ def enqueue(
     returned instead (``job.deduplicated`` is True).
     """
     new = _prepare(
-        type, queue=queue, priority=priority, run_after=run_after, trace_id=trace_id,
-        tenant_id=tenant_id, operated_by=operated_by, max_attempts=max_attempts,
+        type,
+        queue=queue,
+        priority=priority,
+        run_after=run_after,
+        trace_id=trace_id,
+        tenant_id=tenant_id,
+        operated_by=operated_by,
+        max_attempts=max_attempts,
         unique_key=unique_key,
     )
     new.config_json = _encode(config)
@@ -166,12 +172,25 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
     was a fifth of a one-job enqueue's client CPU."""
     Job = _job_model()  # noqa: N806 - the model class
     values = {  # every other column is NULL
-        **_null_row(), "id": row[0], "type": new.type, "queue": new.queue,
-        "priority": new.priority, "status": JobStatus.PENDING, "config": dict(config or {}),
-        "result": {}, "trace_id": new.trace_id, "tenant_id": new.tenant_id,
-        "operated_by": new.operated_by, "max_attempts": new.max_attempts,
-        "unique_key": new.unique_key, "attempts": 0, "run_after": row[1], "created_at": row[2],
-        "updated_at": row[2], "history": [], "cancel_requested": False,
+        **_null_row(),
+        "id": row[0],
+        "type": new.type,
+        "queue": new.queue,
+        "priority": new.priority,
+        "status": JobStatus.PENDING,
+        "config": dict(config or {}),
+        "result": {},
+        "trace_id": new.trace_id,
+        "tenant_id": new.tenant_id,
+        "operated_by": new.operated_by,
+        "max_attempts": new.max_attempts,
+        "unique_key": new.unique_key,
+        "attempts": 0,
+        "run_after": row[1],
+        "created_at": row[2],
+        "updated_at": row[2],
+        "history": [],
+        "cancel_requested": False,
     }
     if _plain_construction(Job):
         job = Job.__new__(Job)
@@ -232,14 +251,25 @@ def enqueue_many(
     so a bad one refuses the whole batch and writes nothing.
     """
     new = _prepare(
-        type, queue=queue, priority=priority, run_after=run_after, trace_id=trace_id,
-        tenant_id=tenant_id, operated_by=operated_by, max_attempts=max_attempts, unique_key=None,
+        type,
+        queue=queue,
+        priority=priority,
+        run_after=run_after,
+        trace_id=trace_id,
+        tenant_id=tenant_id,
+        operated_by=operated_by,
+        max_attempts=max_attempts,
+        unique_key=None,
     )
     configs = list(configs)
     chunk = queries.INSERT_MANY_CHUNK
     arrays = [  # every config is checked before anything is written
-        encode_configs(configs[start : start + chunk], max_bytes=conf.get("MAX_CONFIG_BYTES"),
-                       max_depth=conf.get("MAX_CONFIG_DEPTH"), first=start)
+        encode_configs(
+            configs[start : start + chunk],
+            max_bytes=conf.get("MAX_CONFIG_BYTES"),
+            max_depth=conf.get("MAX_CONFIG_DEPTH"),
+            first=start,
+        )
         for start in range(0, len(configs), chunk)
     ]
     if not arrays:

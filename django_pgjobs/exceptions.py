@@ -82,8 +82,9 @@ def retry_delay_seconds(delay: Any) -> float | None:
     if not math.isfinite(delay):
         raise ValueError(f"Retry(delay={delay!r}) must be a finite number of seconds")
     if delay > MAX_RETRY_DELAY:
-        raise ValueError(f"Retry(delay={delay!r}) must be at most {MAX_RETRY_DELAY} seconds "
-                         "(10 years)")
+        raise ValueError(
+            f"Retry(delay={delay!r}) must be at most {MAX_RETRY_DELAY} seconds (10 years)"
+        )
     return max(0.0, float(delay))
 
 
@@ -94,8 +95,10 @@ def retry_time(at: Any) -> datetime | None:
     if not isinstance(at, datetime):
         raise TypeError(f"Retry(at=...) needs an aware datetime, got {type(at).__name__} {at!r}")
     if at.utcoffset() is None:
-        raise ValueError(f"Retry(at={at!r}) needs an aware datetime (with a time zone); "
-                         "use django.utils.timezone.now() + timedelta(...)")
+        raise ValueError(
+            f"Retry(at={at!r}) needs an aware datetime (with a time zone); "
+            "use django.utils.timezone.now() + timedelta(...)"
+        )
     return at
 
 
@@ -124,8 +127,10 @@ class NotMigrated(PgJobsError):
 
     def __init__(self, alias: str):
         self.alias = alias
-        super().__init__(f"the django-pgjobs tables do not exist in database {alias!r}: run "
-                         "`manage.py migrate` first")
+        super().__init__(
+            f"the django-pgjobs tables do not exist in database {alias!r}: run "
+            "`manage.py migrate` first"
+        )
 
 
 class LeaseLost(PgJobsError):

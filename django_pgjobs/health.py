@@ -1,9 +1,9 @@
 """Worker health endpoints (`runjobs --health-port P`), served by a small thread of the worker.
 
-    /livez    200 while the worker's main loop keeps stepping (503: stuck -> restart it)
-    /readyz   200 when the database answers, every migration is applied and the worker is not
-              draining (503 otherwise, with the failing check in the JSON body)
-    /metrics  Prometheus text format when the [prometheus] extra is installed (404 otherwise)
+/livez    200 while the worker's main loop keeps stepping (503: stuck -> restart it)
+/readyz   200 when the database answers, every migration is applied and the worker is not
+          draining (503 otherwise, with the failing check in the JSON body)
+/metrics  Prometheus text format when the [prometheus] extra is installed (404 otherwise)
 """
 
 from __future__ import annotations
@@ -61,8 +61,11 @@ def readyz(worker: Any) -> tuple[bool, dict[str, Any]]:
         checks["database"] = f"unreachable: {exc.__class__.__name__}"
     finally:
         connections[alias].close()  # this thread's own connection: never held between probes
-    ok = (not checks["draining"] and checks.get("database") == "ok"
-          and checks.get("migrations") == "ok")
+    ok = (
+        not checks["draining"]
+        and checks.get("database") == "ok"
+        and checks.get("migrations") == "ok"
+    )
     return ok, {"status": "ok" if ok else "unready", **checks}
 
 
@@ -99,8 +102,9 @@ class HealthServer:
         _install_metrics()  # count this worker's runs from the start, not from the first scrape
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="pgjobs-health",
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name="pgjobs-health", daemon=True
+        )
 
     @property
     def port(self) -> int:
@@ -108,9 +112,12 @@ class HealthServer:
 
     def start(self) -> HealthServer:
         self.thread.start()
-        logger.info("health endpoints on %s:%s (/livez /readyz /metrics)",
-                    self.server.server_address[0], self.port,
-                    extra={"action": "worker.health_started"})
+        logger.info(
+            "health endpoints on %s:%s (/livez /readyz /metrics)",
+            self.server.server_address[0],
+            self.port,
+            extra={"action": "worker.health_started"},
+        )
         return self
 
     def stop(self) -> None:
@@ -126,8 +133,13 @@ class HealthServer:
         elif route == "/metrics":
             body = metrics_text()
             if body is None:
-                self._send(request, 404, b"prometheus_client is not installed: "
-                           b"pip install 'django-pgjobs[prometheus]'\n", "text/plain")
+                self._send(
+                    request,
+                    404,
+                    b"prometheus_client is not installed: "
+                    b"pip install 'django-pgjobs[prometheus]'\n",
+                    "text/plain",
+                )
             else:
                 self._send(request, 200, body, "text/plain; version=0.0.4; charset=utf-8")
         else:

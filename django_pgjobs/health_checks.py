@@ -68,52 +68,72 @@ def evaluate(metrics: dict[str, Any], thresholds: Thresholds) -> list[str]:
         problems.append(
             f"{JOB_TABLE} has {dead} dead tuples for {live} live ones (over "
             f"{t.max_dead_ratio:.0%}): autovacuum is not keeping up or is held back by a long "
-            "transaction; tune autovacuum for the table or VACUUM it")
+            "transaction; tune autovacuum for the table or VACUUM it"
+        )
     if t.max_table_mb is not None and jobs.get("total_bytes", 0) > t.max_table_mb * 2**20:
-        problems.append(f"{JOB_TABLE} takes {jobs['total_bytes'] / 2**20:.1f} MB, over "
-                        f"{t.max_table_mb} MB: check PGJOBS['RETENTION'] and pruning")
+        problems.append(
+            f"{JOB_TABLE} takes {jobs['total_bytes'] / 2**20:.1f} MB, over "
+            f"{t.max_table_mb} MB: check PGJOBS['RETENTION'] and pruning"
+        )
     held = [h for h in metrics.get("old_snapshots", []) if h["age_seconds"] > t.max_snapshot_age]
     problems += [_held_problem(h, t) for h in held]
     tx = metrics["oldest_transaction"]
-    if tx and tx["age_seconds"] > t.max_transaction_age and tx["pid"] not in {
-            h["pid"] for h in held}:
+    if (
+        tx
+        and tx["age_seconds"] > t.max_transaction_age
+        and tx["pid"] not in {h["pid"] for h in held}
+    ):
         problems.append(
             f"a transaction has been open for {tx['age_seconds']:.0f} s (pid {tx['pid']}, "
             f"{tx['state']}, application {tx['application_name']!r}): it stops vacuum from "
-            "cleaning the jobs table; end it (pg_terminate_backend) or fix the caller")
+            "cleaning the jobs table; end it (pg_terminate_backend) or fix the caller"
+        )
     leases = metrics["leases"]
     if leases["stale"]:
         problems.append(
             f"{leases['stale']} RUNNING jobs have a lease expired for more than "
-            f"{leases['grace_seconds']:.0f} s: no worker is reaping (are the workers down?)")
+            f"{leases['grace_seconds']:.0f} s: no worker is reaping (are the workers down?)"
+        )
     backlog = metrics["backlog"]
-    if backlog["oldest_due_age_seconds"] is not None and \
-            backlog["oldest_due_age_seconds"] > t.max_due_age:
+    if (
+        backlog["oldest_due_age_seconds"] is not None
+        and backlog["oldest_due_age_seconds"] > t.max_due_age
+    ):
         problems.append(
             f"the oldest due job has waited {backlog['oldest_due_age_seconds']:.0f} s (over "
-            f"{t.max_due_age:.0f} s; {backlog['due']} due): add workers or concurrency")
+            f"{t.max_due_age:.0f} s; {backlog['due']} due): add workers or concurrency"
+        )
     if backlog["due"] and not metrics["live_workers"]:
-        problems.append(f"{backlog['due']} jobs are due and no worker has sent a heartbeat "
-                        "recently: start `manage.py runjobs`")
+        problems.append(
+            f"{backlog['due']} jobs are due and no worker has sent a heartbeat "
+            "recently: start `manage.py runjobs`"
+        )
     if metrics["unknown_types"] and not t.allow_unknown_types:
         listed = ", ".join(f"{u['type']} ({u['due']})" for u in metrics["unknown_types"])
-        problems.append(f"due jobs of types no handler here knows: {listed}; deploy their "
-                        "handlers or cancel the jobs")
+        problems.append(
+            f"due jobs of types no handler here knows: {listed}; deploy their "
+            "handlers or cancel the jobs"
+        )
     return problems
 
 
 def _held_problem(h: dict[str, Any], t: Thresholds) -> str:
-    return (f"pid {h['pid']} (application {h['application_name']!r}, user {h['user']!r}, "
-            f"{h['state']}) has held back vacuum for {h['age_seconds']:.0f} s (over "
-            f"{t.max_snapshot_age:.0f} s): dead job rows pile up and every claim walks them "
-            f"until it ends; end it (pg_terminate_backend({h['pid']})) or fix the caller")
+    return (
+        f"pid {h['pid']} (application {h['application_name']!r}, user {h['user']!r}, "
+        f"{h['state']}) has held back vacuum for {h['age_seconds']:.0f} s (over "
+        f"{t.max_snapshot_age:.0f} s): dead job rows pile up and every claim walks them "
+        f"until it ends; end it (pg_terminate_backend({h['pid']})) or fix the caller"
+    )
 
 
 def summary(thresholds: Thresholds | None = None, using: str | None = None) -> dict[str, Any]:
     """The dashboard's part of the report: the verdict, the problems, who holds back vacuum."""
     rep = report(thresholds, using=using)
-    return {"healthy": rep["healthy"], "problems": rep["problems"],
-            "old_snapshots": (rep["metrics"] or {}).get("old_snapshots", [])}
+    return {
+        "healthy": rep["healthy"],
+        "problems": rep["problems"],
+        "old_snapshots": (rep["metrics"] or {}).get("old_snapshots", []),
+    }
 
 
 def report(thresholds: Thresholds | None = None, using: str | None = None) -> dict[str, Any]:
@@ -128,13 +148,19 @@ def report(thresholds: Thresholds | None = None, using: str | None = None) -> di
     except NotMigrated as exc:
         problems = [str(exc)]
     except (OperationalError, InterfaceError) as exc:
-        problems = [f"cannot reach database {alias!r}: {exc.__class__.__name__}: "
-                    f"{' '.join(str(exc).split())[:500]}"]
+        problems = [
+            f"cannot reach database {alias!r}: {exc.__class__.__name__}: "
+            f"{' '.join(str(exc).split())[:500]}"
+        ]
     else:
         problems = evaluate(metrics, t)
-    return {"version": __version__, "healthy": not problems, "problems": problems,
-            "metrics": metrics,
-            "thresholds": {**asdict(t), "stale_lease_grace": t.grace()}}
+    return {
+        "version": __version__,
+        "healthy": not problems,
+        "problems": problems,
+        "metrics": metrics,
+        "thresholds": {**asdict(t), "stale_lease_grace": t.grace()},
+    }
 
 
 # --- measurements ------------------------------------------------------------------------------
@@ -151,8 +177,15 @@ def _tables(cur: Any) -> dict[str, dict[str, Any]]:
         [list(TABLES)],
     )
     return {
-        r[0]: {"total_bytes": r[1], "table_bytes": r[2], "index_bytes": r[3], "live_tuples": r[4],
-               "dead_tuples": r[5], "last_autovacuum": _iso(r[6]), "last_vacuum": _iso(r[7])}
+        r[0]: {
+            "total_bytes": r[1],
+            "table_bytes": r[2],
+            "index_bytes": r[3],
+            "live_tuples": r[4],
+            "dead_tuples": r[5],
+            "last_autovacuum": _iso(r[6]),
+            "last_vacuum": _iso(r[7]),
+        }
         for r in cur.fetchall()
     }
 
@@ -178,8 +211,13 @@ def _oldest_transaction(cur: Any) -> dict[str, Any] | None:
     r = cur.fetchone()
     if r is None:
         return None
-    return {"pid": r[0], "age_seconds": r[1], "state": r[2], "application_name": r[3],
-            "query": r[4]}
+    return {
+        "pid": r[0],
+        "age_seconds": r[1],
+        "state": r[2],
+        "application_name": r[3],
+        "query": r[4],
+    }
 
 
 def old_snapshots(cur: Any, min_age: float) -> list[dict[str, Any]]:
@@ -197,8 +235,18 @@ def old_snapshots(cur: Any, min_age: float) -> list[dict[str, Any]]:
            ORDER BY xact_start LIMIT 10""",
         [min_age],
     )
-    return [{"pid": r[0], "age_seconds": r[1], "state": r[2], "application_name": r[3],
-             "user": r[4], "xid_age": r[5], "query": r[6]} for r in cur.fetchall()]
+    return [
+        {
+            "pid": r[0],
+            "age_seconds": r[1],
+            "state": r[2],
+            "application_name": r[3],
+            "user": r[4],
+            "xid_age": r[5],
+            "query": r[6],
+        }
+        for r in cur.fetchall()
+    ]
 
 
 def _leases(cur: Any, grace: float) -> dict[str, Any]:
@@ -210,8 +258,12 @@ def _leases(cur: Any, grace: float) -> dict[str, Any]:
         [grace],
     )
     expired, stale, oldest = cur.fetchone()
-    return {"expired": expired, "stale": stale, "grace_seconds": grace,
-            "oldest_expired_seconds": oldest}
+    return {
+        "expired": expired,
+        "stale": stale,
+        "grace_seconds": grace,
+        "oldest_expired_seconds": oldest,
+    }
 
 
 def _backlog(cur: Any) -> dict[str, Any]:

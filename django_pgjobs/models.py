@@ -69,7 +69,9 @@ class Job(models.Model):
     queue = models.CharField(max_length=63, default="default", db_default="default")
     priority = models.SmallIntegerField(default=0, db_default=0, help_text="Higher runs first.")
     status = models.CharField(
-        max_length=32, choices=JobStatus.choices, default=JobStatus.PENDING,
+        max_length=32,
+        choices=JobStatus.choices,
+        default=JobStatus.PENDING,
         db_default=JobStatus.PENDING,
     )
     config = models.JSONField(default=dict, db_default={}, help_text="Immutable inputs.")
@@ -77,7 +79,9 @@ class Job(models.Model):
     error = models.TextField(null=True, blank=True)
     trace_id = models.CharField(max_length=255, null=True, blank=True)
     unique_key = models.CharField(
-        max_length=255, null=True, blank=True,
+        max_length=255,
+        null=True,
+        blank=True,
         help_text="While a job with this key is pending or running, enqueue returns it.",
     )
     attempts = models.IntegerField(default=0, db_default=0)
@@ -122,8 +126,11 @@ class Job(models.Model):
             # A RUNNING job always has a lease; nothing else has one.
             models.CheckConstraint(
                 condition=(
-                    Q(status=JobStatus.RUNNING, lease_token__isnull=False,
-                      lease_expires_at__isnull=False)
+                    Q(
+                        status=JobStatus.RUNNING,
+                        lease_token__isnull=False,
+                        lease_expires_at__isnull=False,
+                    )
                     | (~Q(status=JobStatus.RUNNING) & Q(lease_token__isnull=True))
                 ),
                 name="pgjobs_job_lease_iff_running",
@@ -137,19 +144,26 @@ class Job(models.Model):
         indexes = [
             # The claim: pending jobs in claim order. Partial, so finished jobs never weigh on it.
             models.Index(
-                F("priority").desc(), "run_after", "id",
+                F("priority").desc(),
+                "run_after",
+                "id",
                 name="pgjobs_job_claim_idx",
                 condition=Q(status=JobStatus.PENDING),
             ),
             # Fair share (PGJOBS["FAIR_SHARE"]): pending jobs grouped by tenant, in claim order.
             models.Index(
-                "tenant_id", F("priority").desc(), "run_after", "id",
+                "tenant_id",
+                F("priority").desc(),
+                "run_after",
+                "id",
                 name="pgjobs_job_fair_idx",
                 condition=Q(status=JobStatus.PENDING, tenant_id__isnull=False),
             ),
             # The reaper: running jobs by lease expiry.
             models.Index(
-                "lease_expires_at", name="pgjobs_job_lease_idx", condition=Q(status=JobStatus.RUNNING)
+                "lease_expires_at",
+                name="pgjobs_job_lease_idx",
+                condition=Q(status=JobStatus.RUNNING),
             ),
             # The seed's listing index.
             models.Index(
@@ -157,30 +171,36 @@ class Job(models.Model):
             ),
             # The seed's stats index: finished jobs by time, covering what percentiles need.
             models.Index(
-                "finished_at", name="pgjobs_job_stats_idx",
+                "finished_at",
+                name="pgjobs_job_stats_idx",
                 include=["type", "duration_ms", "status"],
                 condition=Q(finished_at__isnull=False),
             ),
             # Trace id search, exact or by prefix (pattern ops: LIKE 'abc%' uses it in any
             # collation).
             models.Index(
-                fields=["trace_id"], name="pgjobs_job_trace_idx",
-                condition=Q(trace_id__isnull=False), opclasses=["varchar_pattern_ops"],
+                fields=["trace_id"],
+                name="pgjobs_job_trace_idx",
+                condition=Q(trace_id__isnull=False),
+                opclasses=["varchar_pattern_ops"],
             ),
             # enqueue_on_commit's key, in any status (the unique constraint covers active jobs).
             models.Index(
-                fields=["unique_key"], name="pgjobs_job_unique_key_idx",
+                fields=["unique_key"],
+                name="pgjobs_job_unique_key_idx",
                 condition=Q(unique_key__isnull=False),
             ),
             # The admin's problem filters (failed, cancelled, has error): few rows, newest first.
             models.Index(
-                fields=["status", "-id"], name="pgjobs_job_problem_idx",
+                fields=["status", "-id"],
+                name="pgjobs_job_problem_idx",
                 condition=Q(error__isnull=False) | Q(status__in=PROBLEM_STATUSES),
             ),
             # Retention of the rare finished statuses, oldest first: through the stats index the
             # pruner walked every COMPLETED job before the cutoff (docs/performance.md).
             models.Index(
-                fields=["status", "finished_at"], name="pgjobs_job_prune_idx",
+                fields=["status", "finished_at"],
+                name="pgjobs_job_prune_idx",
                 condition=Q(status__in=PROBLEM_STATUSES),
             ),
         ]
@@ -198,6 +218,7 @@ class Job(models.Model):
 
 class Worker(models.Model):
     """A running ``runjobs`` process, upserted at every heartbeat (the admin's live workers)."""
+
     worker_id = models.CharField(max_length=255, primary_key=True)
     hostname = models.CharField(max_length=255)
     pid = models.IntegerField()
@@ -221,10 +242,12 @@ class Worker(models.Model):
 
 class Queue(models.Model):
     """Operator controls of a queue, enforced by the claim. A queue without a row is open."""
+
     name = models.CharField(max_length=63, primary_key=True)
     paused = models.BooleanField(default=False, db_default=False)
     concurrency_limit = models.IntegerField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="At most this many jobs of the queue RUNNING at once, across all workers.",
     )
     updated_at = models.DateTimeField(db_default=Now())
@@ -235,8 +258,9 @@ class Queue(models.Model):
         db_table = QUEUE_TABLE
         ordering = ["name"]
         constraints = [
-            models.CheckConstraint(condition=Q(name__regex=QUEUE_NAME_DB_PATTERN),
-                                   name="pgjobs_queue_name_valid"),
+            models.CheckConstraint(
+                condition=Q(name__regex=QUEUE_NAME_DB_PATTERN), name="pgjobs_queue_name_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=0),
                 name="pgjobs_queue_limit_gte_0",
@@ -249,6 +273,7 @@ class Queue(models.Model):
 
 class Schedule(models.Model):
     """Runtime state of a cron schedule declared in settings or by decorator."""
+
     name = models.CharField(max_length=255, primary_key=True)
     enabled = models.BooleanField(default=True, db_default=True)
     last_fire_time = models.DateTimeField(null=True, blank=True)
@@ -270,6 +295,7 @@ class Schedule(models.Model):
 class ScheduleFire(models.Model):
     """One row per (schedule, fire time): the unique constraint makes each tick fire once,
     however many workers run the scheduler."""
+
     schedule = models.CharField(max_length=255)
     fire_time = models.DateTimeField()
     job_id = models.BigIntegerField(null=True, blank=True)
@@ -281,8 +307,9 @@ class ScheduleFire(models.Model):
         db_table = SCHEDULE_FIRE_TABLE
         ordering = ["-fire_time"]
         constraints = [
-            models.UniqueConstraint(fields=["schedule", "fire_time"],
-                                    name="pgjobs_schedule_fire_once"),
+            models.UniqueConstraint(
+                fields=["schedule", "fire_time"], name="pgjobs_schedule_fire_once"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -295,6 +322,7 @@ class ScheduleFire(models.Model):
 class JobStatMinute(models.Model):
     """What workers finished, per minute x queue x type. Each worker adds its in-memory counts
     with one upsert per flush; the rows outlive the pruning of the jobs they count."""
+
     minute = models.DateTimeField()
     queue = models.CharField(max_length=63)
     type = models.CharField(max_length=255)
@@ -312,8 +340,9 @@ class JobStatMinute(models.Model):
         db_table = STAT_MINUTE_TABLE
         ordering = ["-minute"]
         constraints = [
-            models.UniqueConstraint(fields=["minute", "queue", "type"],
-                                    name="pgjobs_stat_minute_key"),
+            models.UniqueConstraint(
+                fields=["minute", "queue", "type"], name="pgjobs_stat_minute_key"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -322,6 +351,7 @@ class JobStatMinute(models.Model):
 
 class QueueDepthSample(models.Model):
     """Queue depth once a minute (one worker samples for the whole cluster)."""
+
     sampled_at = models.DateTimeField()
     queue = models.CharField(max_length=63)
     due = models.BigIntegerField(help_text="PENDING jobs whose run_after has passed.")
@@ -335,8 +365,7 @@ class QueueDepthSample(models.Model):
         db_table = DEPTH_SAMPLE_TABLE
         ordering = ["-sampled_at"]
         constraints = [
-            models.UniqueConstraint(fields=["sampled_at", "queue"],
-                                    name="pgjobs_depth_sample_key"),
+            models.UniqueConstraint(fields=["sampled_at", "queue"], name="pgjobs_depth_sample_key"),
         ]
 
     def __str__(self) -> str:

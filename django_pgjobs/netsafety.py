@@ -35,9 +35,11 @@ def client_options() -> dict[str, int]:
     opts: dict[str, int] = {}
     if conf.get("CONNECT_TIMEOUT") and not os.environ.get("PGCONNECT_TIMEOUT"):  # libpq's own
         opts["connect_timeout"] = conf.get("CONNECT_TIMEOUT")
-    keepalive = {"keepalives_idle": conf.get("TCP_KEEPALIVES_IDLE"),
-                 "keepalives_interval": conf.get("TCP_KEEPALIVES_INTERVAL"),
-                 "keepalives_count": conf.get("TCP_KEEPALIVES_COUNT")}
+    keepalive = {
+        "keepalives_idle": conf.get("TCP_KEEPALIVES_IDLE"),
+        "keepalives_interval": conf.get("TCP_KEEPALIVES_INTERVAL"),
+        "keepalives_count": conf.get("TCP_KEEPALIVES_COUNT"),
+    }
     keepalive = {k: v for k, v in keepalive.items() if v}
     if keepalive:
         opts.update(keepalives=1, **keepalive)
@@ -84,12 +86,16 @@ def server_settings(params: dict[str, Any]) -> list[tuple[str, str]]:
     p = with_client_options(params)
     if str(p.get("keepalives", 1)) == "0":
         p = {k: v for k, v in p.items() if not k.startswith("keepalives")}
-    pairs = [("tcp_keepalives_idle", p.get("keepalives_idle")),
-             ("tcp_keepalives_interval", p.get("keepalives_interval")),
-             ("tcp_keepalives_count", p.get("keepalives_count")),
-             ("tcp_user_timeout", p.get("tcp_user_timeout")),  # milliseconds, as libpq's
-             ("client_connection_check_interval",
-              _ms(p.get("keepalives_interval") or p.get("keepalives_idle")))]
+    pairs = [
+        ("tcp_keepalives_idle", p.get("keepalives_idle")),
+        ("tcp_keepalives_interval", p.get("keepalives_interval")),
+        ("tcp_keepalives_count", p.get("keepalives_count")),
+        ("tcp_user_timeout", p.get("tcp_user_timeout")),  # milliseconds, as libpq's
+        (
+            "client_connection_check_interval",
+            _ms(p.get("keepalives_interval") or p.get("keepalives_idle")),
+        ),
+    ]
     return [(name, str(int(value))) for name, value in pairs if value]
 
 
@@ -110,11 +116,17 @@ def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     """Django's connection_created receiver of a worker: the server-side twins."""
     try:
         with connection.cursor() as cur:
-            set_server_side(cur, connection.settings_dict.get("OPTIONS") or {},
-                            connection.connection.info.backend_pid)
+            set_server_side(
+                cur,
+                connection.settings_dict.get("OPTIONS") or {},
+                connection.connection.info.backend_pid,
+            )
     except DatabaseError as exc:  # best effort: the client side still bounds every wait
-        logger.warning("could not set the session's TCP keepalives (%s)", exc,
-                       extra={"action": "worker.keepalives_not_set"})
+        logger.warning(
+            "could not set the session's TCP keepalives (%s)",
+            exc,
+            extra={"action": "worker.keepalives_not_set"},
+        )
 
 
 def close_dead(conns: Any) -> None:
@@ -137,8 +149,10 @@ def connect(params: dict[str, Any], **kwargs: Any) -> psycopg.Connection:
     """psycopg.connect() with the client options, then the server-side twins (the listener's
     dedicated connection). ``kwargs``: psycopg.connect's own (autocommit=...)."""
     if "conninfo" in params:  # a DSN (LISTEN_DATABASE): its keys win over ours too
-        params = {**conninfo_to_dict(params["conninfo"]),
-                  **{k: v for k, v in params.items() if k != "conninfo"}}
+        params = {
+            **conninfo_to_dict(params["conninfo"]),
+            **{k: v for k, v in params.items() if k != "conninfo"},
+        }
     params = with_client_options(params)
     conn = psycopg.connect(**params, **kwargs)
     try:
@@ -159,8 +173,15 @@ def detection_bound(options: dict[str, Any] | None = None) -> float:
     timeout (per host)."""
     p = with_client_options(options or {})
     idle, interval, count, user, connect = (
-        float(p.get(k) or 0) for k in ("keepalives_idle", "keepalives_interval",
-                                       "keepalives_count", "tcp_user_timeout", "connect_timeout"))
+        float(p.get(k) or 0)
+        for k in (
+            "keepalives_idle",
+            "keepalives_interval",
+            "keepalives_count",
+            "tcp_user_timeout",
+            "connect_timeout",
+        )
+    )
     keepalives = str(p.get("keepalives", 1)) != "0" and idle and interval and count
     waiting = idle + interval * count if keepalives else math.inf
     return max(user / 1000 if user else math.inf, waiting, connect or math.inf)

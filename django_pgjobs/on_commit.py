@@ -50,9 +50,15 @@ def enqueue_on_commit(
     Everything is checked now, so bad input raises here, inside your transaction. On the queue's
     own alias the job is inserted at once, in the transaction (rolled back with it).
     """
-    options = dict(queue=queue, priority=priority, run_after=run_after,
-                   trace_id=current_trace_id.get(), tenant_id=tenant_id,
-                   operated_by=operated_by, max_attempts=max_attempts)
+    options = dict(
+        queue=queue,
+        priority=priority,
+        run_after=run_after,
+        trace_id=current_trace_id.get(),
+        tenant_id=tenant_id,
+        operated_by=operated_by,
+        max_attempts=max_attempts,
+    )
     if not _optional_text("key", key):
         raise InvalidJobOption("enqueue_on_commit needs a key (1-255 characters)")
     _prepare(type, unique_key=key, **options)  # raises what enqueue() would, before any SQL
@@ -63,8 +69,14 @@ def enqueue_on_commit(
     transaction.on_commit(partial(_after_commit, type, config, key, using, options), using=using)
 
 
-def enqueue_once(type: str, config: Mapping[str, Any] | None = None, *,  # noqa: A002
-                 key: str, using: str | None = None, **options: Any) -> tuple[int, bool]:
+def enqueue_once(
+    type: str,
+    config: Mapping[str, Any] | None = None,
+    *,  # noqa: A002
+    key: str,
+    using: str | None = None,
+    **options: Any,
+) -> tuple[int, bool]:
     """(id, True) of a new job with ``key``, or (id, False) of a job that has it, in any
     status; concurrent calls with one key are serialized by an advisory lock on the key."""
     alias = using or conf.get("DATABASE")
@@ -78,15 +90,29 @@ def enqueue_once(type: str, config: Mapping[str, Any] | None = None, *,  # noqa:
         return job.id, not getattr(job, "deduplicated", False)
 
 
-def _after_commit(type: str, config: Any, key: str, using: str,  # noqa: A002
-                  options: dict[str, Any]) -> None:
+def _after_commit(
+    type: str,
+    config: Any,
+    key: str,
+    using: str,  # noqa: A002
+    options: dict[str, Any],
+) -> None:
     try:
         job_id, created = enqueue_once(type, config, key=key, **options)
     except Exception:
-        logger.exception("job not enqueued after the commit on %r (key %r): call "
-                         "enqueue_on_commit again with this key", using, key,
-                         extra={"action": "job.enqueue_after_commit_failed"})
+        logger.exception(
+            "job not enqueued after the commit on %r (key %r): call "
+            "enqueue_on_commit again with this key",
+            using,
+            key,
+            extra={"action": "job.enqueue_after_commit_failed"},
+        )
         raise
-    logger.debug("job %s %s after the commit on %r (key %r)", job_id,
-                 "enqueued" if created else "already there", using, key,
-                 extra={"action": "job.enqueued_after_commit"})
+    logger.debug(
+        "job %s %s after the commit on %r (key %r)",
+        job_id,
+        "enqueued" if created else "already there",
+        using,
+        key,
+        extra={"action": "job.enqueued_after_commit"},
+    )

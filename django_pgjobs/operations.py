@@ -58,16 +58,20 @@ def run_now(ids: JobIds, *, using: str | None = None) -> list[int]:
     return queries.run_now(job_ids(ids), using=using)
 
 
-def duplicate(ids: JobIds, *, operated_by: str | None = None,
-              using: str | None = None) -> list[tuple[int, int]]:
+def duplicate(
+    ids: JobIds, *, operated_by: str | None = None, using: str | None = None
+) -> list[tuple[int, int]]:
     """A new PENDING copy of each job whose type is registered in this process (same config,
     queue, priority, trace and tenant), due now. Returns (original id, copy id) pairs."""
     from .models import Job
 
     alias = using or conf.get("DATABASE")
     wanted = job_ids(ids)
-    known = list(Job.objects.using(alias).filter(
-        id__in=wanted, type__in=registry.registered_types()).values_list("id", flat=True))
+    known = list(
+        Job.objects.using(alias)
+        .filter(id__in=wanted, type__in=registry.registered_types())
+        .values_list("id", flat=True)
+    )
     return queries.duplicate(known, operated_by=operated_by, using=alias)
 
 

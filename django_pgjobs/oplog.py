@@ -29,10 +29,19 @@ def record(user_id: Any, model: type, names: Sequence[str], message: str) -> int
     from django.contrib.contenttypes.models import ContentType
 
     ctype = ContentType.objects.get_for_model(model, for_concrete_model=False)
-    LogEntry.objects.bulk_create([
-        LogEntry(user_id=user_id, content_type_id=ctype.pk, object_id=str(n),
-                 object_repr=str(n)[:200], action_flag=CHANGE, change_message=message)
-        for n in names])
+    LogEntry.objects.bulk_create(
+        [
+            LogEntry(
+                user_id=user_id,
+                content_type_id=ctype.pk,
+                object_id=str(n),
+                object_repr=str(n)[:200],
+                action_flag=CHANGE,
+                change_message=message,
+            )
+            for n in names
+        ]
+    )
     return len(names)
 
 
@@ -42,8 +51,12 @@ def record_command(model: type, names: Sequence[str], message: str, command: str
         return None  # no admin, no history to write
     try:
         user_id = command_user_id()
-        record(user_id, model, names, f"{message} ({command}, OS user {os_user()} on "
-                                      f"{socket.gethostname()})")
+        record(
+            user_id,
+            model,
+            names,
+            f"{message} ({command}, OS user {os_user()} on {socket.gethostname()})",
+        )
     except Exception as exc:  # noqa: BLE001 - the change is made; say the trace is missing
         log.warning("oplog.not_recorded: %s", exc)
         return f"{type(exc).__name__}: {exc}"
@@ -56,8 +69,11 @@ def command_user_id() -> Any:
 
     user_model = get_user_model()
     field = user_model.USERNAME_FIELD
-    found = user_model._default_manager.filter(**{field: COMMAND_USER}).values_list(
-        "pk", flat=True).first()
+    found = (
+        user_model._default_manager.filter(**{field: COMMAND_USER})
+        .values_list("pk", flat=True)
+        .first()
+    )
     if found is not None:
         return found
     user = user_model(**{field: COMMAND_USER})

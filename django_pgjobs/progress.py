@@ -25,15 +25,18 @@ def check(done: Any, total: Any = None, note: Any = None) -> tuple[Any, Any, str
     if total is not None:
         _number("total", total)
         if done > total:
-            raise InvalidProgress(f"job.progress(done={done!r}, total={total!r}): done must "
-                                  "not exceed total")
+            raise InvalidProgress(
+                f"job.progress(done={done!r}, total={total!r}): done must not exceed total"
+            )
     if note is not None:
         if not isinstance(note, str):
-            raise InvalidProgress(f"job.progress(note=...) takes a string or None, got "
-                                  f"{type(note).__name__}")
+            raise InvalidProgress(
+                f"job.progress(note=...) takes a string or None, got {type(note).__name__}"
+            )
         if len(note) > MAX_NOTE_CHARS:
-            raise InvalidProgress(f"job.progress(note=...) takes at most {MAX_NOTE_CHARS} "
-                                  f"characters, got {len(note)}")
+            raise InvalidProgress(
+                f"job.progress(note=...) takes at most {MAX_NOTE_CHARS} characters, got {len(note)}"
+            )
         # NUL and lone surrogates shown as escapes, as in errors (worker/storable.py)
         note = note.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
     return done, total, note
@@ -41,11 +44,13 @@ def check(done: Any, total: Any = None, note: Any = None) -> tuple[Any, Any, str
 
 def _number(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidProgress(f"job.progress({name}=...) takes a number, got "
-                              f"{type(value).__name__} {value!r}"[:300])
+        raise InvalidProgress(
+            f"job.progress({name}=...) takes a number, got {type(value).__name__} {value!r}"[:300]
+        )
     if not math.isfinite(value) or value < 0:
-        raise InvalidProgress(f"job.progress({name}={value!r}): {name} must be a finite "
-                              "number >= 0")
+        raise InvalidProgress(
+            f"job.progress({name}={value!r}): {name} must be a finite number >= 0"
+        )
 
 
 def record(done: Any, total: Any, note: str | None, age: float) -> dict[str, Any]:

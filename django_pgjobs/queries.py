@@ -107,8 +107,18 @@ def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, da
     (id, run_after, created_at), None when the unique key is taken."""
     channel = conf.get("NOTIFY_CHANNEL")
     params = (
-        job.type, job.queue, job.priority, job.config_json, job.trace_id, job.tenant_id,
-        job.operated_by, job.max_attempts, job.unique_key, job.run_at, job.delay, channel,
+        job.type,
+        job.queue,
+        job.priority,
+        job.config_json,
+        job.trace_id,
+        job.tenant_id,
+        job.operated_by,
+        job.max_attempts,
+        job.unique_key,
+        job.run_at,
+        job.delay,
+        channel,
     )
     row = db.fetchone_prepared(using, insert_one_sql(channel, bool(job.unique_key)), params)
     return None if row is None else row[:3]
@@ -156,8 +166,16 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
             cur.execute(
                 _insert_many_sql(conf.get("NOTIFY_CHANNEL")),
                 (
-                    job.type, job.queue, job.priority, job.trace_id, job.tenant_id,
-                    job.operated_by, job.max_attempts, job.run_at, job.delay, array,
+                    job.type,
+                    job.queue,
+                    job.priority,
+                    job.trace_id,
+                    job.tenant_id,
+                    job.operated_by,
+                    job.max_attempts,
+                    job.run_at,
+                    job.delay,
+                    array,
                     conf.get("NOTIFY_CHANNEL"),
                 ),
             )
@@ -296,9 +314,23 @@ def _rows(cur) -> list[ClaimedRow]:
     claimed = []
     for r in cur.fetchall():
         config, config_error = decode_config(r[4])
-        claimed.append(ClaimedRow(
-            r[0], r[1], r[2], r[3], config, r[5], r[6], r[7], r[8], r[9], r[10], r[11],
-            config_error))
+        claimed.append(
+            ClaimedRow(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                config,
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                r[10],
+                r[11],
+                config_error,
+            )
+        )
     claimed.sort(key=lambda c: (-c.priority, c.id))
     return claimed
 
@@ -321,8 +353,14 @@ def claim(
     """
     if limit <= 0 or not types:
         return []
-    params = _claim_params(worker_id=worker_id, types=types, queues=queues, limit=limit,
-                           lease_seconds=lease_seconds, after_tenant=after_tenant)
+    params = _claim_params(
+        worker_id=worker_id,
+        types=types,
+        queues=queues,
+        limit=limit,
+        lease_seconds=lease_seconds,
+        after_tenant=after_tenant,
+    )
     if fair:  # not prepared: its generic plan is not checked (loose index scan per tenant)
         with db.cursor(using) as cur:
             cur.execute(_CLAIM_FAIR, params)
@@ -333,8 +371,13 @@ def claim(
 
 
 def _claim_params(
-    *, worker_id: str, types: Sequence[str], queues: Sequence[str] | None, limit: int,
-    lease_seconds: float, after_tenant: str | None = None,
+    *,
+    worker_id: str,
+    types: Sequence[str],
+    queues: Sequence[str] | None,
+    limit: int,
+    lease_seconds: float,
+    after_tenant: str | None = None,
 ) -> dict[str, Any]:
     return {
         "types": list(types),
@@ -360,8 +403,13 @@ def claim_limited(
     if limit <= 0 or not types:
         return []
     alias = using or conf.get("DATABASE")
-    params = {"queue": queue, "types": list(types), "limit": limit, "worker": worker_id,
-              "lease": lease_seconds}
+    params = {
+        "queue": queue,
+        "types": list(types),
+        "limit": limit,
+        "worker": worker_id,
+        "lease": lease_seconds,
+    }
     with transaction.atomic(using=alias), db.cursor(alias) as cur:
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"pgjobs.queue:{queue}"])
         cur.execute(_CLAIM_LIMITED, params)
@@ -390,14 +438,21 @@ def _history_entry(outcome: str, error: str, duration_ms: str | None = None) -> 
     """SQL appending one attempt to ``j.history``: attempt, worker, start, (duration), error and
     outcome: the entry of the finalize, the release and the reaper."""
     duration = {"duration_ms": duration_ms} if duration_ms else {}
-    return history_appended(history_entry(
-        attempt="j.attempts", worker="j.locked_by", started_at="j.started_at", **duration,
-        error=error, outcome=outcome))
+    return history_appended(
+        history_entry(
+            attempt="j.attempts",
+            worker="j.locked_by",
+            started_at="j.started_at",
+            **duration,
+            error=error,
+            outcome=outcome,
+        )
+    )
 
 
-_HISTORY_FINISHED = _history_entry("COALESCE(v.note, v.status)",
-                                   f"left(v.error, {HISTORY_ERROR_CHARS})",
-                                   "v.duration_ms")
+_HISTORY_FINISHED = _history_entry(
+    "COALESCE(v.note, v.status)", f"left(v.error, {HISTORY_ERROR_CHARS})", "v.duration_ms"
+)
 _HISTORY_RELEASED = _history_entry("'released'", "%s::text")
 _HISTORY_REAPED = _history_entry("'lease_expired'", "'lease expired'")
 
@@ -405,8 +460,10 @@ _HISTORY_REAPED = _history_entry("'lease_expired'", "'lease expired'")
 
 # A progress record (progress.record: done, total, note, age in seconds) as stored: "at" on the
 # database clock, so that it compares with started_at.
-_PROGRESS_VALUE = ("(v.progress - 'age') || jsonb_build_object("
-                   "'at', now() - (v.progress ->> 'age')::float8 * interval '1 second')")
+_PROGRESS_VALUE = (
+    "(v.progress - 'age') || jsonb_build_object("
+    "'at', now() - (v.progress ->> 'age')::float8 * interval '1 second')"
+)
 
 # Plan safety (the lease-fenced writes below). The fence is the lease token: the CHECK
 # pgjobs_job_lease_iff_running makes a non-NULL token mean RUNNING, so the statements do not
@@ -463,10 +520,16 @@ class Completion:
 
     def as_record(self) -> dict[str, Any]:
         return {
-            "id": self.id, "token": str(self.token), "attempt": self.attempt,
-            "status": self.status, "result": self.result, "error": self.error,
-            "duration_ms": self.duration_ms, "delay": self.delay,
-            "run_at": self.run_at.isoformat() if self.run_at else None, "note": self.note,
+            "id": self.id,
+            "token": str(self.token),
+            "attempt": self.attempt,
+            "status": self.status,
+            "result": self.result,
+            "error": self.error,
+            "duration_ms": self.duration_ms,
+            "delay": self.delay,
+            "run_at": self.run_at.isoformat() if self.run_at else None,
+            "note": self.note,
             "progress": self.progress,
         }
 
@@ -492,8 +555,13 @@ def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
 
 
 def _completion_json(c: Completion) -> str:
-    if c.result is None and c.error is None and c.delay is None and c.run_at is None and (
-            c.note is None and c.progress is None):  # a plain success, most of them
+    if (
+        c.result is None
+        and c.error is None
+        and c.delay is None
+        and c.run_at is None
+        and (c.note is None and c.progress is None)
+    ):  # a plain success, most of them
         return _success_json(c)
     return json.dumps(c.as_record(), separators=(",", ":"))
 
@@ -503,8 +571,10 @@ def _success_json(c: Completion) -> str:
     (json.dumps of its five fields) and 3.4 (of as_record()) per completion, bench/
     completion_json.py. Ints, a UUID and a status name need no escaping; absent keys read as
     NULL in jsonb_to_recordset."""
-    return (f'{{"id":{int(c.id)},"token":"{c.token}","attempt":{int(c.attempt)},'
-            f'"status":"{c.status}","duration_ms":{int(c.duration_ms)}}}')
+    return (
+        f'{{"id":{int(c.id)},"token":"{c.token}","attempt":{int(c.attempt)},'
+        f'"status":"{c.status}","duration_ms":{int(c.duration_ms)}}}'
+    )
 
 
 def finalize_and_claim(
@@ -522,9 +592,13 @@ def finalize_and_claim(
     alias = using or conf.get("DATABASE")
     fair = claim_args.get("fair", False)
     pipelined = db.prepares(connections[alias]) and not fair  # the fair claim is never prepared
-    if (not completions or claim_args["limit"] <= 0 or not claim_args["types"]
-            or (pipelined and not db.PIPELINE)  # libpq older than 14
-            or (not pipelined and db.server_side_binding(alias))):  # one statement per query
+    if (
+        not completions
+        or claim_args["limit"] <= 0
+        or not claim_args["types"]
+        or (pipelined and not db.PIPELINE)  # libpq older than 14
+        or (not pipelined and db.server_side_binding(alias))
+    ):  # one statement per query
         return finalize(completions, using=alias), claim(using=alias, **claim_args)
     claim_args.pop("fair", None)
     if pipelined:
@@ -575,14 +649,16 @@ RETURNING j.id
 """
 
 
-def write_progress(reports: Sequence[tuple[int, UUID | str, dict[str, Any]]],
-                   using: str | None = None) -> set[int]:
+def write_progress(
+    reports: Sequence[tuple[int, UUID | str, dict[str, Any]]], using: str | None = None
+) -> set[int]:
     """Store the progress of running jobs we still hold: (id, lease token, progress.record)
     each. Returns the ids written; a missing id lost its lease (nothing written)."""
     if not reports:
         return set()
-    doc = json.dumps([{"id": i, "token": str(t), "progress": p} for i, t, p in reports],
-                     allow_nan=False)
+    doc = json.dumps(
+        [{"id": i, "token": str(t), "progress": p} for i, t, p in reports], allow_nan=False
+    )
     with db.cursor(using) as cur:
         cur.execute(_PROGRESS, [doc])
         return {r[0] for r in cur.fetchall()}
@@ -654,8 +730,13 @@ RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts
 
 
 def reap(
-    fate: Callable[[str, int, int], Any], *, limit: int = 500, now: datetime | None = None,
-    known_types: Sequence[str] | None = None, grace: float = 0.0, using: str | None = None,
+    fate: Callable[[str, int, int], Any],
+    *,
+    limit: int = 500,
+    now: datetime | None = None,
+    known_types: Sequence[str] | None = None,
+    grace: float = 0.0,
+    using: str | None = None,
 ) -> list[tuple[int, str, str, int, int]]:
     """Rescue RUNNING jobs whose lease expired (before ``now``, default the database clock):
     ``fate(type, attempts, max_attempts)`` -> a retry.Decision says PENDING after its delay,
@@ -667,27 +748,47 @@ def reap(
     """
     alias = using or conf.get("DATABASE")
     with transaction.atomic(using=alias), db.cursor(alias) as cur:
-        cur.execute(_EXPIRED, {"now": now, "limit": limit, "all_types": known_types is None,
-                               "types": list(known_types or []), "grace": grace})
+        cur.execute(
+            _EXPIRED,
+            {
+                "now": now,
+                "limit": limit,
+                "all_types": known_types is None,
+                "types": list(known_types or []),
+                "grace": grace,
+            },
+        )
         expired = cur.fetchall()
         if not expired:
             return []
-        decisions = [fate(job_type, attempts, max_attempts)
-                     for _, job_type, attempts, max_attempts in expired]
-        cur.execute(_REAP, {
-            "now": now, "ids": [r[0] for r in expired],
-            "statuses": [str(d.status) for d in decisions],
-            "delays": [d.delay or 0.0 for d in decisions],
-        })
+        decisions = [
+            fate(job_type, attempts, max_attempts)
+            for _, job_type, attempts, max_attempts in expired
+        ]
+        cur.execute(
+            _REAP,
+            {
+                "now": now,
+                "ids": [r[0] for r in expired],
+                "statuses": [str(d.status) for d in decisions],
+                "delays": [d.delay or 0.0 for d in decisions],
+            },
+        )
         return [tuple(r) for r in cur.fetchall()]  # type: ignore[misc]
 
 
 # --- operator actions (admin, management commands) ---------------------------------------------
 
 
-_HISTORY_MANUAL_RETRY = history_appended(history_entry(
-    outcome="'manual_retry'", previous_status="status",
-    error=f"left(error, {HISTORY_ERROR_CHARS})", attempt="attempts"), "history")
+_HISTORY_MANUAL_RETRY = history_appended(
+    history_entry(
+        outcome="'manual_retry'",
+        previous_status="status",
+        error=f"left(error, {HISTORY_ERROR_CHARS})",
+        attempt="attempts",
+    ),
+    "history",
+)
 
 
 def retry_now(ids: Iterable[int], using: str | None = None) -> list[int]:
@@ -745,8 +846,9 @@ def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], lis
 _HISTORY_DUPLICATED_FROM = history_entry(outcome="'duplicated_from'", job_id="id")
 
 
-def duplicate(ids: Iterable[int], *, operated_by: str | None = None,
-              using: str | None = None) -> list[tuple[int, int]]:
+def duplicate(
+    ids: Iterable[int], *, operated_by: str | None = None, using: str | None = None
+) -> list[tuple[int, int]]:
     """Enqueue a fresh PENDING copy of each job (same type, queue, priority, config, trace and
     tenant; no unique key), due now. Returns (original id, new id) pairs."""
     channel = conf.get("NOTIFY_CHANNEL")
@@ -787,7 +889,6 @@ def delete_terminal(ids: Iterable[int], using: str | None = None) -> list[int]:
         return [r[0] for r in cur.fetchall()]
 
 
-
 # A retry by the admin completes the entry retry_now() appended; any other action appends one.
 _NOTE_OPERATOR_ACTION = f"""
 UPDATE {T} SET history = CASE
@@ -795,16 +896,28 @@ UPDATE {T} SET history = CASE
          AND NOT (history -> -1 ? 'by')
     THEN jsonb_set(history, '{{-1}}',
                    (history -> -1) || {history_entry(by="%(by)s::text", at="now()")})
-    ELSE {history_appended("jsonb_strip_nulls(" + history_entry(
-        outcome="%(outcome)s::text", by="%(by)s::text", at="now()", status="status",
-        job_id="(%(copies)s::jsonb ->> id::text)::bigint") + ")", "history")}
+    ELSE {
+    history_appended(
+        "jsonb_strip_nulls("
+        + history_entry(
+            outcome="%(outcome)s::text",
+            by="%(by)s::text",
+            at="now()",
+            status="status",
+            job_id="(%(copies)s::jsonb ->> id::text)::bigint",
+        )
+        + ")",
+        "history",
+    )
+}
     END
 WHERE id = ANY(%(ids)s::bigint[])
 """
 
 
-def note_operator_action(ids: Sequence[int], outcome: str, by: str, copies: dict[int, int],
-                         using: str | None = None) -> None:
+def note_operator_action(
+    ids: Sequence[int], outcome: str, by: str, copies: dict[int, int], using: str | None = None
+) -> None:
     """Who and when, in each job's history (admin_audit.py): completes the 'manual_retry' entry
     retry_now() just appended, or appends an entry of its own (``copies``: original -> copy)."""
     extra = json.dumps({str(k): v for k, v in copies.items()})

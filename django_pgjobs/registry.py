@@ -57,10 +57,10 @@ _late: set[str] = set()  # first registered after Django's setup: a worker may n
 def register(spec: HandlerSpec) -> HandlerSpec:
     existing = _registry.get(spec.type)
     if existing is not None and existing.func is not spec.func:
-        same_place = (
-            getattr(existing.func, "__module__", None) == getattr(spec.func, "__module__", None)
-            and getattr(existing.func, "__qualname__", None)
-            == getattr(spec.func, "__qualname__", None)
+        same_place = getattr(existing.func, "__module__", None) == getattr(
+            spec.func, "__module__", None
+        ) and getattr(existing.func, "__qualname__", None) == getattr(
+            spec.func, "__qualname__", None
         )
         if not same_place:  # re-import of the same module (autoreload, tests) is fine
             raise ImproperlyConfigured(
@@ -115,9 +115,16 @@ def handler(
             )
         register(
             HandlerSpec(
-                type=type, func=func, queue=queue, priority=priority, max_attempts=max_attempts,
-                backoff_base=backoff_base, backoff_max=backoff_max, backoff=backoff,
-                timeout=timeout, transactional=transactional,
+                type=type,
+                func=func,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                backoff_base=backoff_base,
+                backoff_max=backoff_max,
+                backoff=backoff,
+                timeout=timeout,
+                transactional=transactional,
             )
         )
         return func
@@ -146,9 +153,11 @@ def unregister(job_type: str) -> None:
 
 
 # Said wherever a job waits for a type this process does not know.
-REGISTER_HINT = ("A worker knows the @handler and @task functions of the modules it imports at "
-                 "startup: PGJOBS['AUTODISCOVER_MODULES'] (jobs.py, tasks.py) of each installed "
-                 "app, and what they import; see docs/tasks.md, 'Registering tasks'")
+REGISTER_HINT = (
+    "A worker knows the @handler and @task functions of the modules it imports at "
+    "startup: PGJOBS['AUTODISCOVER_MODULES'] (jobs.py, tasks.py) of each installed "
+    "app, and what they import; see docs/tasks.md, 'Registering tasks'"
+)
 
 
 def autodiscover() -> None:

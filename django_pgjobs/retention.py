@@ -58,16 +58,19 @@ def problems() -> list[str]:
     found = []
     for key, days in user.items():
         if key not in DEFAULTS:
-            found.append(f"PGJOBS['RETENTION'] has an unknown key {key!r} "
-                         f"(known: {', '.join(DEFAULTS)})")
-        elif days is not None and (isinstance(days, bool) or not isinstance(days, int | float)
-                                   or days <= 0):
+            found.append(
+                f"PGJOBS['RETENTION'] has an unknown key {key!r} (known: {', '.join(DEFAULTS)})"
+            )
+        elif days is not None and (
+            isinstance(days, bool) or not isinstance(days, int | float) or days <= 0
+        ):
             found.append(f"PGJOBS['RETENTION'][{key!r}] must be days > 0 or None, got {days!r}")
     return found
 
 
-def cutoffs(now: datetime, statuses: Iterable[str] | None = None,
-            older_than: float | None = None) -> dict[str, datetime]:
+def cutoffs(
+    now: datetime, statuses: Iterable[str] | None = None, older_than: float | None = None
+) -> dict[str, datetime]:
     """Per status, the finish time before which jobs go. ``older_than`` (days) overrides the
     policy, also for statuses kept forever."""
     keep = policy()
@@ -116,18 +119,28 @@ def prune_once(
 
 def _report(counts: Counter[str]) -> Counter[str]:
     if sum(counts.values()):
-        logger.info("jobs.pruned %s", ", ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v),
-                    extra={"action": "jobs.pruned", "counts": dict(counts)})
+        logger.info(
+            "jobs.pruned %s",
+            ", ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v),
+            extra={"action": "jobs.pruned", "counts": dict(counts)},
+        )
     return counts
 
 
-def plan(now: datetime | None = None, *, statuses: Iterable[str] | None = None,
-         older_than: float | None = None, using: str | None = None) -> dict[str, Any]:
+def plan(
+    now: datetime | None = None,
+    *,
+    statuses: Iterable[str] | None = None,
+    older_than: float | None = None,
+    using: str | None = None,
+) -> dict[str, Any]:
     """What :func:`prune_once` would delete (for ``--dry-run``): {status: (cutoff, count)}."""
     alias = using or conf.get("DATABASE")
     now = now or db.database_now(alias)
-    return {status: (cutoff, sql.count_prunable(status=status, cutoff=cutoff, using=alias))
-            for status, cutoff in cutoffs(now, statuses, older_than).items()}
+    return {
+        status: (cutoff, sql.count_prunable(status=status, cutoff=cutoff, using=alias))
+        for status, cutoff in cutoffs(now, statuses, older_than).items()
+    }
 
 
 def fire_cutoff(now: datetime) -> datetime | None:

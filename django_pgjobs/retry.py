@@ -77,8 +77,10 @@ def backoff(
                 raise ValueError(f"returned {delay!r}, not finite seconds <= {MAX_RETRY_DELAY}")
             return max(0.0, float(delay)), None
         except Exception as exc:  # noqa: BLE001 - a bad policy must not lose the job
-            problem = (f"the type's backoff({attempt}) failed ({exc.__class__.__name__}: "
-                       f"{exc}); retried on the exponential backoff instead")
+            problem = (
+                f"the type's backoff({attempt}) failed ({exc.__class__.__name__}: "
+                f"{exc}); retried on the exponential backoff instead"
+            )
             return _exponential(None, attempt, rand), problem
     return _exponential(spec, attempt, rand), None
 

@@ -130,8 +130,14 @@ class Recorder:
         self._counts: dict[tuple[datetime, str, str], _Acc] = {}
         self._reaped: list[tuple[float, int, str, str]] = []  # (ts, job id, type, status)
 
-    def record(self, queue: str, type: str, outcome: str, duration_ms: int | None,  # noqa: A002
-               at: float | None = None) -> None:
+    def record(
+        self,
+        queue: str,
+        type: str,
+        outcome: str,
+        duration_ms: int | None,  # noqa: A002
+        at: float | None = None,
+    ) -> None:
         key = (_minute(time.time() if at is None else at), queue, type)
         with self._lock:
             self._acc(key).add(outcome, duration_ms)
@@ -183,15 +189,22 @@ class Recorder:
             raise
         return len(counts)
 
-    def _put_back(self, counts: dict[tuple[datetime, str, str], _Acc],
-                  reaped: list[tuple[float, int, str, str]]) -> None:
+    def _put_back(
+        self,
+        counts: dict[tuple[datetime, str, str], _Acc],
+        reaped: list[tuple[float, int, str, str]],
+    ) -> None:
         with self._lock:
             for key, acc in counts.items():
                 self._acc(key).merge(acc)
             self._reaped.extend(reaped)
 
-    def _add_reaped(self, counts: dict[tuple[datetime, str, str], _Acc],
-                    reaped: list[tuple[float, int, str, str]], using: str | None) -> None:
+    def _add_reaped(
+        self,
+        counts: dict[tuple[datetime, str, str], _Acc],
+        reaped: list[tuple[float, int, str, str]],
+        using: str | None,
+    ) -> None:
         """Reaped jobs count as failed (attempts exhausted) or retried; find their queues."""
         queue_of = sql.queues_of([r[1] for r in reaped], using)
         for ts, job_id, job_type, status in reaped:
@@ -202,9 +215,16 @@ class Recorder:
 
 def _upsert(counts: dict[tuple[datetime, str, str], _Acc], using: str | None) -> None:
     rows = [
-        {"minute": minute.isoformat(), "queue": queue, "type": type_, "completed": a.completed,
-         "failed": a.failed, "retried": a.retried, "duration_sum_ms": a.duration_sum_ms,
-         "duration_hist": a.hist_list()}
+        {
+            "minute": minute.isoformat(),
+            "queue": queue,
+            "type": type_,
+            "completed": a.completed,
+            "failed": a.failed,
+            "retried": a.retried,
+            "duration_sum_ms": a.duration_sum_ms,
+            "duration_hist": a.hist_list(),
+        }
         for (minute, queue, type_), a in sorted(counts.items())  # sorted: no upsert deadlocks
     ]
     sql.upsert_minutes(rows, using)
@@ -222,8 +242,9 @@ def totals(since: datetime, group_by: str, using: str | None = None) -> dict[str
     the merged histogram."""
     out: dict[str, dict[str, Any]] = {}
     for key, completed, failed, retried, dsum, hist in sql.minute_rows(since, group_by, using):
-        t = out.setdefault(key, {"completed": 0, "failed": 0, "retried": 0,
-                                 "duration_sum_ms": 0, "hist": []})
+        t = out.setdefault(
+            key, {"completed": 0, "failed": 0, "retried": 0, "duration_sum_ms": 0, "hist": []}
+        )
         t["completed"] += completed
         t["failed"] += failed
         t["retried"] += retried

@@ -33,8 +33,9 @@ class QueueRouter:
             return _ours(type(obj1)) and _ours(type(obj2))
         return None
 
-    def allow_migrate(self, db: str, app_label: str, model_name: str | None = None,
-                      **hints: Any) -> bool | None:
+    def allow_migrate(
+        self, db: str, app_label: str, model_name: str | None = None, **hints: Any
+    ) -> bool | None:
         alias = conf.get("DATABASE")
         if app_label == APP_LABEL:
             return db == alias

@@ -144,11 +144,21 @@ def schedule(
     """Run a ``@handler`` on a cron schedule. Problems are reported by ``manage.py check``."""
 
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
-        _decorated.append((func, {
-            "name": name, "cron": cron, "timezone": timezone, "config": config or {},
-            "queue": queue, "priority": priority, "catch_up": catch_up,
-            "catch_up_window": catch_up_window,
-        }))
+        _decorated.append(
+            (
+                func,
+                {
+                    "name": name,
+                    "cron": cron,
+                    "timezone": timezone,
+                    "config": config or {},
+                    "queue": queue,
+                    "priority": priority,
+                    "catch_up": catch_up,
+                    "catch_up_window": catch_up_window,
+                },
+            )
+        )
         return func
 
     return decorator
@@ -169,36 +179,60 @@ def load() -> tuple[list[ScheduleSpec], list[Problem]]:
     problems: list[Problem] = []
     raw = conf.get("SCHEDULES")
     if not isinstance(raw, Mapping):
-        problems.append(Problem("setting", "SCHEDULES",
-                                f"PGJOBS['SCHEDULES'] must be a dict, got {type(raw).__name__}"))
+        problems.append(
+            Problem(
+                "setting",
+                "SCHEDULES",
+                f"PGJOBS['SCHEDULES'] must be a dict, got {type(raw).__name__}",
+            )
+        )
         raw = {}
     entries: list[tuple[str, str, Mapping[str, Any]]] = []
     for name, entry in raw.items():
         if not isinstance(entry, Mapping):
             got = type(entry).__name__
-            problems.append(Problem("setting", str(name),
-                                    f"schedule {name!r} must be a dict, got {got}"))
+            problems.append(
+                Problem("setting", str(name), f"schedule {name!r} must be a dict, got {got}")
+            )
             continue
         unknown = sorted(set(entry) - _KEYS)
         if unknown:
-            problems.append(Problem("setting", str(name),
-                                    f"schedule {name!r} has unknown keys: {', '.join(unknown)}"))
+            problems.append(
+                Problem(
+                    "setting",
+                    str(name),
+                    f"schedule {name!r} has unknown keys: {', '.join(unknown)}",
+                )
+            )
         entries.append((str(name), "PGJOBS['SCHEDULES']", entry))
     for func, options in _decorated:
-        types = [s.type for s in map(registry.get, registry.registered_types())
-                 if s is not None and s.func is func]
+        types = [
+            s.type
+            for s in map(registry.get, registry.registered_types())
+            if s is not None and s.func is func
+        ]
         where = f"@schedule on {func.__module__}.{func.__qualname__}"
         if len(types) != 1:
-            problems.append(Problem("decorator", options["name"] or func.__qualname__,
-                                    f"{where}: the function is registered as {len(types)} job "
-                                    "types; it must be exactly one @handler"))
+            problems.append(
+                Problem(
+                    "decorator",
+                    options["name"] or func.__qualname__,
+                    f"{where}: the function is registered as {len(types)} job "
+                    "types; it must be exactly one @handler",
+                )
+            )
             continue
         entries.append((options["name"] or types[0], where, {**options, "type": types[0]}))
     seen: dict[str, str] = {}
     for name, where, entry in entries:
         if name in seen:
-            problems.append(Problem("decorator", name, f"schedule {name!r} is defined twice: "
-                                    f"by {seen[name]} and by {where}"))
+            problems.append(
+                Problem(
+                    "decorator",
+                    name,
+                    f"schedule {name!r} is defined twice: by {seen[name]} and by {where}",
+                )
+            )
             continue
         seen[name] = where
         spec, found = _build(name, entry)
@@ -238,24 +272,36 @@ def _build(name: str, e: Mapping[str, Any]) -> tuple[ScheduleSpec | None, list[P
     window = e.get("catch_up_window")
     if catch_up not in CATCH_UP_POLICIES:
         bad("catch_up", f"catch_up must be one of {', '.join(CATCH_UP_POLICIES)}, got {catch_up!r}")
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int | float)
-                               or not 0 < window <= 366 * 86400):
+    if window is not None and (
+        isinstance(window, bool)
+        or not isinstance(window, int | float)
+        or not 0 < window <= 366 * 86400
+    ):
         bad("catch_up", f"catch_up_window must be seconds in (0, 1 year], got {window!r}")
     try:
         if e.get("queue") is not None:
             check_queue(e["queue"])
         if e.get("priority") is not None:
             check_priority(e["priority"])
-        encode_config(e.get("config") or {}, max_bytes=conf.get("MAX_CONFIG_BYTES"),
-                      max_depth=conf.get("MAX_CONFIG_DEPTH"))
+        encode_config(
+            e.get("config") or {},
+            max_bytes=conf.get("MAX_CONFIG_BYTES"),
+            max_depth=conf.get("MAX_CONFIG_DEPTH"),
+        )
     except EnqueueError as exc:
         bad("option", str(exc))
     if problems:
         return None, problems
     assert isinstance(job_type, str) and isinstance(cron, str)  # else a problem above
     return ScheduleSpec(
-        name=name, type=job_type, cron=cron, timezone=tz, config=dict(e.get("config") or {}),
-        queue=e.get("queue"), priority=e.get("priority"), catch_up=catch_up,
+        name=name,
+        type=job_type,
+        cron=cron,
+        timezone=tz,
+        config=dict(e.get("config") or {}),
+        queue=e.get("queue"),
+        priority=e.get("priority"),
+        catch_up=catch_up,
         catch_up_window=window,
     ), []
 
@@ -278,8 +324,12 @@ def valid_schedules() -> dict[str, ScheduleSpec]:
         if p.message in _reported:
             continue
         _reported.add(p.message)
-        logger.error("schedule.invalid %s: %s (run manage.py check)", p.name, p.message,
-                     extra={"action": "schedule.invalid", "schedule": p.name})
+        logger.error(
+            "schedule.invalid %s: %s (run manage.py check)",
+            p.name,
+            p.message,
+            extra={"action": "schedule.invalid", "schedule": p.name},
+        )
     return {s.name: s for s in specs}
 
 
@@ -306,13 +356,17 @@ def enqueue_due(now: datetime | None = None, using: str | None = None) -> Counte
             raise  # the worker loop backs off and retries
         except Exception:
             counts["errors"] += 1
-            logger.exception("schedule.error %s: the pass failed; it is retried at the next one",
-                             name, extra={"action": "schedule.error", "schedule": name})
+            logger.exception(
+                "schedule.error %s: the pass failed; it is retried at the next one",
+                name,
+                extra={"action": "schedule.error", "schedule": name},
+            )
     return counts
 
 
-def _run_schedule(spec: ScheduleSpec, state: sql.ScheduleState, now: datetime, alias: str,
-                  counts: Counter[str]) -> None:
+def _run_schedule(
+    spec: ScheduleSpec, state: sql.ScheduleState, now: datetime, alias: str, counts: Counter[str]
+) -> None:
     if state.run_now_requested:
         _run_now(spec, now, alias, counts)
     if not state.enabled:
@@ -326,16 +380,21 @@ def _run_schedule(spec: ScheduleSpec, state: sql.ScheduleState, now: datetime, a
     ticks, skipped, resume = _due(spec, cursor, now)
     if skipped:
         counts["skipped"] += skipped
-        logger.info("schedule.skipped %s: %s missed ticks dropped (catch_up=%s)", spec.name,
-                    skipped, spec.catch_up, extra={"action": "schedule.skipped",
-                                                   "schedule": spec.name})
+        logger.info(
+            "schedule.skipped %s: %s missed ticks dropped (catch_up=%s)",
+            spec.name,
+            skipped,
+            spec.catch_up,
+            extra={"action": "schedule.skipped", "schedule": spec.name},
+        )
     for tick in ticks:
         counts["fired" if _fire(spec, tick, alias) else "taken"] += 1
     sql.advance(spec.name, cursor, resume, alias)
 
 
-def _due(spec: ScheduleSpec, cursor: datetime, now: datetime
-         ) -> tuple[list[datetime], int, datetime]:
+def _due(
+    spec: ScheduleSpec, cursor: datetime, now: datetime
+) -> tuple[list[datetime], int, datetime]:
     """(ticks to fire, ticks dropped, the next cursor) for the ticks in [cursor, now]."""
     resume = spec.next_after(now)
     latest = spec.latest_at_or_before(now)
@@ -368,12 +427,28 @@ def _fire(spec: ScheduleSpec, fire_time: datetime, alias: str) -> int | None:
         fire_id = sql.insert_fire(spec.name, fire_time, alias)
         if fire_id is None:
             return None
-        job = enqueue(spec.type, dict(spec.config), queue=spec.queue, priority=spec.priority,
-                      operated_by=f"schedule:{spec.name}", using=alias)
+        job = enqueue(
+            spec.type,
+            dict(spec.config),
+            queue=spec.queue,
+            priority=spec.priority,
+            operated_by=f"schedule:{spec.name}",
+            using=alias,
+        )
         sql.record_fire(fire_id, spec.name, fire_time, job.id, alias)
-    logger.info("schedule.fired %s@%s -> %s#%s", spec.name, fire_time.isoformat(), spec.type,
-                job.id, extra={"action": "schedule.fired", "schedule": spec.name,
-                               "job_id": job.id, "job_type": spec.type})
+    logger.info(
+        "schedule.fired %s@%s -> %s#%s",
+        spec.name,
+        fire_time.isoformat(),
+        spec.type,
+        job.id,
+        extra={
+            "action": "schedule.fired",
+            "schedule": spec.name,
+            "job_id": job.id,
+            "job_type": spec.type,
+        },
+    )
     return job.id
 
 

@@ -43,14 +43,16 @@ def queue_stats(using: str | None = None, now: datetime | None = None) -> list[Q
     now = now or datetime.now(UTC)
     by_queue: dict[str, QueueStats] = {}
     for queue, due, scheduled, running, stale, oldest in sql_rollups.depth_by_queue(using):
-        by_queue[queue] = QueueStats(queue, due, scheduled, running, stale,
-                                     None if oldest is None else round(oldest, 3))
+        by_queue[queue] = QueueStats(
+            queue, due, scheduled, running, stale, None if oldest is None else round(oldest, 3)
+        )
     for queue, t in rollup.totals(now - timedelta(hours=24), "queue", using).items():
         s = by_queue.setdefault(queue, QueueStats(queue))
         s.completed_24h, s.failed_24h, s.retried_24h = t["completed"], t["failed"], t["retried"]
     for queue, t in rollup.totals(now - timedelta(minutes=15), "queue", using).items():
         by_queue.setdefault(queue, QueueStats(queue)).throughput_per_min = round(
-            t["completed"] / 15.0, 2)
+            t["completed"] / 15.0, 2
+        )
     return [by_queue[q] for q in sorted(by_queue)]
 
 
@@ -73,8 +75,13 @@ def type_percentiles(hours: float = 24, using: str | None = None) -> list[dict[s
     with db.cursor(using) as cur:
         cur.execute(_PERCENTILES, [hours])
         return [
-            {"type": t, "runs": runs, "p50_ms": None if p50 is None else round(p50, 1),
-             "p95_ms": None if p95 is None else round(p95, 1), "failures": failures}
+            {
+                "type": t,
+                "runs": runs,
+                "p50_ms": None if p50 is None else round(p50, 1),
+                "p95_ms": None if p95 is None else round(p95, 1),
+                "failures": failures,
+            }
             for t, runs, p50, p95, failures in cur.fetchall()
         ]
 
@@ -82,9 +89,17 @@ def type_percentiles(hours: float = 24, using: str | None = None) -> list[dict[s
 def type_durations(hours: float = 24, using: str | None = None) -> list[dict[str, Any]]:
     """type_percentiles' rows from the rollup: runs, failures and p50/p95 estimated from the
     duration histogram, without reading the jobs finished in the window (the dashboard)."""
-    rows = [{"type": t["type"], "runs": t["completed"] + t["failed"], "p50_ms": t["p50_ms"],
-             "p95_ms": t["p95_ms"], "failures": t["failed"], "estimated": True}
-            for t in type_totals(hours, using)]
+    rows = [
+        {
+            "type": t["type"],
+            "runs": t["completed"] + t["failed"],
+            "p50_ms": t["p50_ms"],
+            "p95_ms": t["p95_ms"],
+            "failures": t["failed"],
+            "estimated": True,
+        }
+        for t in type_totals(hours, using)
+    ]
     rows.sort(key=lambda r: (-(r["p95_ms"] or 0), r["type"]))
     return rows
 
@@ -95,12 +110,16 @@ def type_totals(hours: float = 24, using: str | None = None) -> list[dict[str, A
     since = datetime.now(UTC) - timedelta(hours=hours)
     out = []
     for t, v in sorted(rollup.totals(since, "type", using).items()):
-        out.append({
-            "type": t, "completed": v["completed"], "failed": v["failed"],
-            "retried": v["retried"],
-            "p50_ms": _round(rollup.percentile(v["hist"], 0.50)),
-            "p95_ms": _round(rollup.percentile(v["hist"], 0.95)),
-        })
+        out.append(
+            {
+                "type": t,
+                "completed": v["completed"],
+                "failed": v["failed"],
+                "retried": v["retried"],
+                "p50_ms": _round(rollup.percentile(v["hist"], 0.50)),
+                "p95_ms": _round(rollup.percentile(v["hist"], 0.95)),
+            }
+        )
     out.sort(key=lambda r: (-r["failed"], r["type"]))
     return out
 
@@ -112,9 +131,18 @@ def _round(v: float | None) -> float | None:
 def workers(using: str | None = None) -> list[dict[str, Any]]:
     """Workers that wrote a heartbeat row; ``alive`` as sql/workers.py defines it."""
     return [
-        {"worker_id": w, "hostname": h, "pid": pid, "queues": q, "concurrency": c,
-         "started_at": s, "last_heartbeat": hb, "jobs_done": done,
-         "heartbeat_age_s": round(age, 1), "alive": alive}
+        {
+            "worker_id": w,
+            "hostname": h,
+            "pid": pid,
+            "queues": q,
+            "concurrency": c,
+            "started_at": s,
+            "last_heartbeat": hb,
+            "jobs_done": done,
+            "heartbeat_age_s": round(age, 1),
+            "alive": alive,
+        }
         for w, h, pid, q, c, s, hb, done, age, alive in sql_workers.list_workers(using)
     ]
 
@@ -126,8 +154,11 @@ def snapshot(using: str | None = None) -> dict[str, Any]:
         "queues": [q.as_dict() for q in queue_stats(using)],
         "types_24h": type_percentiles(24, using),
         "workers": [
-            {**w, "started_at": w["started_at"].isoformat(),
-             "last_heartbeat": w["last_heartbeat"].isoformat()}
+            {
+                **w,
+                "started_at": w["started_at"].isoformat(),
+                "last_heartbeat": w["last_heartbeat"].isoformat(),
+            }
             for w in workers(using)
         ],
     }

@@ -89,11 +89,13 @@ def attempts_of(job: Job) -> list[Attempt]:
         if outcome in _NOT_AN_ATTEMPT or "worker" not in entry:
             continue
         started = entry.get("started_at")
-        past.append(Attempt(
-            worker=str(entry.get("worker") or ""),
-            started_at=parse_datetime(started) if isinstance(started, str) else None,
-            error=entry.get("error") or None,
-        ))
+        past.append(
+            Attempt(
+                worker=str(entry.get("worker") or ""),
+                started_at=parse_datetime(started) if isinstance(started, str) else None,
+                error=entry.get("error") or None,
+            )
+        )
     # The attempt in progress, or the one that ended the job, is not in the history yet.
     current = max(0, job.attempts - len(past))
     past += [Attempt(worker=job.locked_by or "", started_at=job.started_at, error=None)] * current
@@ -130,8 +132,15 @@ def _refresh_from(result: TaskResult, fresh: TaskResult) -> None:
         object.__setattr__(result, attr, getattr(fresh, attr, None))
 
 
-_REFRESHED = ("errors", "finished_at", "started_at", "last_attempted_at", "status",
-              "enqueued_at", "worker_ids")
+_REFRESHED = (
+    "errors",
+    "finished_at",
+    "started_at",
+    "last_attempted_at",
+    "status",
+    "enqueued_at",
+    "worker_ids",
+)
 
 
 def task_result(task: Task, job: Job) -> TaskResult:

@@ -55,7 +55,8 @@ except ImportError:
 AVAILABLE = bool(MODULE)
 _TAKES_EXTRA = AVAILABLE and any(  # Django 6.1 and the backport: @task(**options)
     p.kind is inspect.Parameter.VAR_KEYWORD
-    for p in inspect.signature(framework_task).parameters.values())
+    for p in inspect.signature(framework_task).parameters.values()
+)
 MISSING = (
     "Django's Tasks framework is not installed: on Django 5.2 it comes from the django-tasks "
     "backport, `pip install 'django-pgjobs[tasks]'` (or `pip install django-tasks`) and add "
@@ -63,11 +64,26 @@ MISSING = (
 )
 
 __all__ = [
-    "AVAILABLE", "MISSING", "MODULE", "BaseTaskBackend", "InvalidTask", "InvalidTaskBackend",
-    "Task", "TaskContext", "TaskError", "TaskResult", "TaskResultDoesNotExist",
-    "TaskResultMismatch", "TaskResultStatus", "default_task_backend", "normalize_json", "task",
+    "AVAILABLE",
+    "MISSING",
+    "MODULE",
+    "BaseTaskBackend",
+    "InvalidTask",
+    "InvalidTaskBackend",
+    "Task",
+    "TaskContext",
+    "TaskError",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultMismatch",
+    "TaskResultStatus",
+    "default_task_backend",
+    "normalize_json",
+    "task",
     "task_backends",
-    "task_enqueued", "task_finished", "task_started",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
 ]
 
 
@@ -88,9 +104,14 @@ def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     def wrapper(f: Callable[..., Any]) -> Any:
         backend = standard.get("backend", "default")
         return task_backends[backend].task_class(
-            priority=standard.get("priority", 0), func=f,
-            queue_name=standard.get("queue_name", "default"), backend=backend,
-            takes_context=standard.get("takes_context", False), run_after=None, **extra)
+            priority=standard.get("priority", 0),
+            func=f,
+            queue_name=standard.get("queue_name", "default"),
+            backend=backend,
+            takes_context=standard.get("takes_context", False),
+            run_after=None,
+            **extra,
+        )
 
     return wrapper(function) if function else wrapper
 

@@ -154,6 +154,7 @@ def result_for_job(job: Job) -> TaskResult | None:
 
 # --- running -----------------------------------------------------------------------------------
 
+
 @dataclass(slots=True)
 class _Run:
     """A run in progress in this process, until task_finished: its result, what it raised."""
@@ -180,8 +181,9 @@ def _call(result: TaskResult, job: JobContext) -> dict[str, Any]:
     task = result.task
     task_started.send(sender=type(task.get_backend()), task_result=result)
     if task.takes_context:
-        value = task.call(PgJobsTaskContext(task_result=result, job=job), *result.args,
-                          **result.kwargs)
+        value = task.call(
+            PgJobsTaskContext(task_result=result, job=job), *result.args, **result.kwargs
+        )
     else:
         value = task.call(*result.args, **result.kwargs)
     return {"return_value": _json_return_value(task, value)}
@@ -286,4 +288,3 @@ def _apply(result: TaskResult, completion: Completion) -> None:
         result.errors.append(parse_error(completion.error))
     if status == TaskResultStatus.SUCCESSFUL:
         set_return_value(result, (completion.result or {}).get("return_value"))
-

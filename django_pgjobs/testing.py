@@ -75,10 +75,18 @@ def run_jobs(
     alias = using or conf.get("DATABASE")
     if now is not None and timezone.is_naive(now):
         raise ValueError("run_jobs(now=...) needs an aware datetime (django.utils.timezone.now())")
-    worker = Worker(WorkerOptions.from_settings(
-        inline=True, burst=True, listen=False, install_signal_handlers=False, concurrency=1,
-        queues=list(queues) if queues else None, worker_id="pgjobs-testing", using=alias,
-    ))
+    worker = Worker(
+        WorkerOptions.from_settings(
+            inline=True,
+            burst=True,
+            listen=False,
+            install_signal_handlers=False,
+            concurrency=1,
+            queues=list(queues) if queues else None,
+            worker_id="pgjobs-testing",
+            using=alias,
+        )
+    )
     ran: list[int] = []
 
     def seen(sender: str, job: Any, applied: bool, **kwargs: Any) -> None:
@@ -177,13 +185,21 @@ def assert_enqueued(
     job type (``config`` compares the whole config). Returns the matching jobs.
     """
     return _assert_enqueued(
-        _jobs(using), what, count=count, args=args, kwargs=kwargs, config=config, queue=queue,
-        priority=priority, status=status,
+        _jobs(using),
+        what,
+        count=count,
+        args=args,
+        kwargs=kwargs,
+        config=config,
+        queue=queue,
+        priority=priority,
+        status=status,
     )
 
 
-def assert_not_enqueued(what: Task | str | None = None, *, using: str | None = None,
-                        **filters: Any) -> None:
+def assert_not_enqueued(
+    what: Task | str | None = None, *, using: str | None = None, **filters: Any
+) -> None:
     """Assert that no job matches (same filters as :func:`assert_enqueued`)."""
     _assert_enqueued(_jobs(using), what, count=0, **filters)
 
@@ -219,8 +235,9 @@ class CapturedJobs(Sequence[Any]):
     def __iter__(self) -> Iterator[Any]:
         return iter(self.jobs)
 
-    def assert_enqueued(self, what: Task | str | None = None, *, count: int | None = None,
-                        **filters: Any) -> list[Any]:
+    def assert_enqueued(
+        self, what: Task | str | None = None, *, count: int | None = None, **filters: Any
+    ) -> list[Any]:
         return _assert_enqueued(self.jobs, what, count=count, **filters)
 
     def assert_not_enqueued(self, what: Task | str | None = None, **filters: Any) -> None:
@@ -255,8 +272,9 @@ def _last_id(using: str) -> int:
     return last or 0
 
 
-def _assert_enqueued(jobs: Any, what: Task | str | None, *, count: int | None,
-                     **filters: Any) -> list[Any]:
+def _assert_enqueued(
+    jobs: Any, what: Task | str | None, *, count: int | None, **filters: Any
+) -> list[Any]:
     jobs = list(jobs)
     wanted = _describe(what, filters)
     matching = [j for j in jobs if _matches(j, what, **filters)]
@@ -278,10 +296,17 @@ def _type_of(what: Task | str | None) -> str | None:
     return job_type(what)
 
 
-def _matches(job: Any, what: Task | str | None, *, args: Sequence[Any] | None = None,
-             kwargs: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
-             queue: str | None = None, priority: int | None = None,
-             status: str | None = None) -> bool:
+def _matches(
+    job: Any,
+    what: Task | str | None,
+    *,
+    args: Sequence[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    status: str | None = None,
+) -> bool:
     expected_type = _type_of(what)
     cfg = job.config or {}
     if args is not None or kwargs is not None:  # a @task's arguments: the Tasks API is there
@@ -310,5 +335,4 @@ def _summary(job: Any) -> str:
         inputs = f"args={cfg.get('args')!r} kwargs={cfg.get('kwargs')!r}"
     else:
         inputs = f"config={cfg!r}"
-    return (f"{job.type}#{job.id} {inputs} queue={job.queue} priority={job.priority} "
-            f"{job.status}")
+    return f"{job.type}#{job.id} {inputs} queue={job.queue} priority={job.priority} {job.status}"

@@ -36,8 +36,7 @@ def check_priority(value: Any) -> int:
         raise InvalidJobOption(f"priority must be an int, got {type(value).__name__}")
     if not PRIORITY_MIN <= value <= PRIORITY_MAX:
         raise InvalidJobOption(
-            f"priority {value} is out of range [{PRIORITY_MIN}, {PRIORITY_MAX}] "
-            "(higher runs first)"
+            f"priority {value} is out of range [{PRIORITY_MIN}, {PRIORITY_MAX}] (higher runs first)"
         )
     return value
 
@@ -191,8 +190,11 @@ def encode_configs(
         except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
             pass
         else:  # the whole array under the limit: each config is
-            if (size <= max_bytes and _encoder_suffices(text, containers=len(plain) + 1)
-                    and all(map(_str_keys, plain))):
+            if (
+                size <= max_bytes
+                and _encoder_suffices(text, containers=len(plain) + 1)
+                and all(map(_str_keys, plain))
+            ):
                 return text
     parts = []
     for i, config in enumerate(configs):

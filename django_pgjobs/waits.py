@@ -58,10 +58,13 @@ def reason(job: Any, state: QueueState | None, now: datetime | None = None) -> s
     due = job.run_after is None or job.run_after <= now
     parts = []
     if not due and job.attempts > 0:
-        local = timezone.localtime(job.run_after) if timezone.is_aware(job.run_after) \
-            else job.run_after
-        parts.append(f"waiting for retry {job.attempts} at {formats.time_format(local, 'H:i:s')}"
-                     f" (in {span((job.run_after - now).total_seconds())})")
+        local = (
+            timezone.localtime(job.run_after) if timezone.is_aware(job.run_after) else job.run_after
+        )
+        parts.append(
+            f"waiting for retry {job.attempts} at {formats.time_format(local, 'H:i:s')}"
+            f" (in {span((job.run_after - now).total_seconds())})"
+        )
     if state is not None and state.paused:
         parts.append("queue paused")
     elif due and state is not None and state.limit is not None and state.running >= state.limit:
@@ -82,9 +85,11 @@ def held(ids: Sequence[int], using: str | None = None) -> dict[str, list[str]]:
     queues, sorted}."""
     from .models import Job
 
-    jobs = list(Job.objects.using(using or conf.get("DATABASE")).filter(
-        id__in=list(ids), status=JobStatus.PENDING).only(
-        "status", "queue", "run_after", "attempts")[:1000])
+    jobs = list(
+        Job.objects.using(using or conf.get("DATABASE"))
+        .filter(id__in=list(ids), status=JobStatus.PENDING)
+        .only("status", "queue", "run_after", "attempts")[:1000]
+    )
     now = timezone.now()
     states = queue_states({j.queue for j in jobs}, using)
     out: dict[str, set[str]] = {}

@@ -141,8 +141,9 @@ class Supervisor:
 
     def __exit__(self, *exc: object) -> None:
         for signum in self.SIGNALS:
-            signal.signal(signum, signal.SIG_DFL if signum != signal.SIGINT
-                          else signal.default_int_handler)
+            signal.signal(
+                signum, signal.SIG_DFL if signum != signal.SIGINT else signal.default_int_handler
+            )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.received = signum
@@ -161,8 +162,7 @@ class Supervisor:
             child.send_signal(signal.SIGINT)
 
     def run(self, argv: Sequence[str], env: dict[str, str]) -> int:
-        """Run ``argv`` in the repository root; return its exit code (128+N if killed by signal N).
-        """
+        """Run ``argv`` in the repository root; return its exit code (128+N if killed by signal N)."""
         if self.received is not None:
             raise KeyboardInterrupt(signal.Signals(self.received).name)
         sys.stdout.flush()
@@ -196,11 +196,16 @@ def _child_env(url: str) -> dict[str, str]:
 # Debian packages some tests drive: what shows they are there (a command on PATH, an absolute
 # path, or "lib:NAME" for a shared library) -> package. Installed when missing and this process
 # may (root with apt-get); otherwise the tests that need them fail saying what to install.
-SYSTEM_TOOLS = {"chromium": "chromium", "faketime": "faketime", "pgbouncer": "pgbouncer",
-                "ip": "iproute2",
-                # tests/postgis: PostGIS for Debian's PostgreSQL 15, GeoDjango's GDAL and GEOS
-                "/usr/share/postgresql/15/extension/postgis.control": "postgresql-15-postgis-3",
-                "lib:gdal": "libgdal32", "lib:geos_c": "libgeos-c1v5"}
+SYSTEM_TOOLS = {
+    "chromium": "chromium",
+    "faketime": "faketime",
+    "pgbouncer": "pgbouncer",
+    "ip": "iproute2",
+    # tests/postgis: PostGIS for Debian's PostgreSQL 15, GeoDjango's GDAL and GEOS
+    "/usr/share/postgresql/15/extension/postgis.control": "postgresql-15-postgis-3",
+    "lib:gdal": "libgdal32",
+    "lib:geos_c": "libgeos-c1v5",
+}
 
 
 def _present(what: str) -> bool:
@@ -216,15 +221,20 @@ def _ensure_system_tools() -> None:
     if not missing:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        say(f"note: {', '.join(missing)} not installed (and not root with apt-get): the tests "
-            "that need them will say so")
+        say(
+            f"note: {', '.join(missing)} not installed (and not root with apt-get): the tests "
+            "that need them will say so"
+        )
         return
     say(f"installing Debian packages for the test-suite: {', '.join(missing)} ...")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     quiet = {"stdout": subprocess.DEVNULL, "env": env}
     subprocess.run(["apt-get", "update", "-qq"], check=False, **quiet)  # noqa: S607
-    done = subprocess.run(["apt-get", "install", "-y", "-qq", *missing],  # noqa: S607
-                          check=False, **quiet)
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "-qq", *missing],  # noqa: S607
+        check=False,
+        **quiet,
+    )
     if done.returncode:
         say(f"warning: apt-get install {' '.join(missing)} failed (exit {done.returncode})")
 
@@ -242,11 +252,14 @@ def cmd_lint(args: Sequence[str], sup: Supervisor) -> int:
     env = dict(os.environ)
     env.setdefault("DATABASE_URL", "postgres://lint@localhost/lint")
     bin_dir = Path(sys.executable).parent
-    failed = [argv[0] for argv in LINTERS
-              if sup.run([str(bin_dir / argv[0]), *argv[1:], *args], env) != 0]
+    failed = [
+        argv[0] for argv in LINTERS if sup.run([str(bin_dir / argv[0]), *argv[1:], *args], env) != 0
+    ]
     if failed:
-        say(f"FAILED: {', '.join(failed)} (ruff format . rewrites the layout; "
-            "ruff check --fix . fixes some findings)")
+        say(
+            f"FAILED: {', '.join(failed)} (ruff format . rewrites the layout; "
+            "ruff check --fix . fixes some findings)"
+        )
     return 1 if failed else 0
 
 
@@ -257,8 +270,10 @@ def cmd_test(args: Sequence[str], sup: Supervisor) -> int:
     with database() as url:
         rc = sup.run([sys.executable, "-m", "pytest", *args], _child_env(url))
     if rc == PYTEST_NO_TESTS:
-        say("FAILED: pytest collected no tests (pytest exit code 5). "
-            "A test run that runs nothing counts as a failure.")
+        say(
+            "FAILED: pytest collected no tests (pytest exit code 5). "
+            "A test run that runs nothing counts as a failure."
+        )
         return 1
     if rc == 0 and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         say("CI: the other combinations of the support matrix (./dev matrix --ci)")

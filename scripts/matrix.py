@@ -92,11 +92,13 @@ def find_python(version: str) -> str | None:
     candidates = [shutil.which(f"python{version}")]
     for root in (os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv"), "/root/.pyenv"):
         if root and (Path(root) / "versions").is_dir():
-            candidates += sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}"),
-                                 reverse=True)
+            candidates += sorted(
+                Path(root, "versions").glob(f"{version}.*/bin/python{version}"), reverse=True
+            )
     for c in filter(None, candidates):
-        ok = subprocess.run([str(c), "-c", "import venv, ensurepip"], capture_output=True,
-                            check=False)
+        ok = subprocess.run(
+            [str(c), "-c", "import venv, ensurepip"], capture_output=True, check=False
+        )
         if ok.returncode == 0:
             return str(c)
     return None
@@ -105,21 +107,27 @@ def find_python(version: str) -> str | None:
 def legs(argv: Sequence[str]) -> tuple[list[Leg], list[str]]:
     """The legs asked for, and the pytest arguments after ``--``."""
     args = list(argv)
-    pytest_args = args[args.index("--") + 1:] if "--" in args else []
-    args = args[:args.index("--")] if "--" in args else args
+    pytest_args = args[args.index("--") + 1 :] if "--" in args else []
+    args = args[: args.index("--")] if "--" in args else args
     only = [a.split("=", 1)[1] for a in args if a.startswith("--only=")]
     only += [args[i + 1] for i, a in enumerate(args) if a == "--only" and i + 1 < len(args)]
     if "--ci" in args:  # with --only: those of CI's legs, each with its CI scope
         every = [Leg(d, p, pg, list(paths)) for d, p, pg, paths in CI_LEGS]
     else:
-        every = [Leg(d, p, pg, list(FULL)) for d, (_, pythons, _) in DJANGO.items()
-                 for p in pythons for pg in POSTGRES]
+        every = [
+            Leg(d, p, pg, list(FULL))
+            for d, (_, pythons, _) in DJANGO.items()
+            for p in pythons
+            for pg in POSTGRES
+        ]
     if not only:
         return every, pytest_args
     unknown = set(only) - {leg.name for leg in every}
     if unknown:
-        raise SystemExit(f"matrix: unknown or unsupported combination(s) {sorted(unknown)}; "
-                         f"Django/Python/PostgreSQL among {[leg.name for leg in every]}")
+        raise SystemExit(
+            f"matrix: unknown or unsupported combination(s) {sorted(unknown)}; "
+            f"Django/Python/PostgreSQL among {[leg.name for leg in every]}"
+        )
     return [leg for leg in every if leg.name in only], pytest_args
 
 
@@ -139,10 +147,21 @@ def venv_for(leg: Leg) -> Path | None:
     say(f"{leg.name}: building {venv.relative_to(ROOT)} ({requirement}, Python {leg.python})")
     if not (venv / "bin" / "python").exists():
         subprocess.run([python, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-           "--disable-pip-version-check"]
-    done = subprocess.run([*pip, "-e", f".[{extras}]", requirement, *extra], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+    ]
+    done = subprocess.run(
+        [*pip, "-e", f".[{extras}]", requirement, *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         leg.problem = f"pip install failed: {done.stderr.strip().splitlines()[-1:]}"
         return None
@@ -164,9 +183,23 @@ def pg16_install() -> Path:
         return install
     say(f"PostgreSQL 16: fetching {PGSERVER_WHEEL} into {PG16.relative_to(ROOT)}")
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download",  # noqa: S603 "-q", "--no-deps",
-                        "--disable-pip-version-check", "--only-binary=:all:", "--python-version",
-                        "3.12", "-d", tmp, PGSERVER_WHEEL], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",  # noqa: S603 "-q", "--no-deps",
+                "--disable-pip-version-check",
+                "--only-binary=:all:",
+                "--python-version",
+                "3.12",
+                "-d",
+                tmp,
+                PGSERVER_WHEEL,
+            ],
+            check=True,
+            capture_output=True,
+        )
         [wheel] = Path(tmp).glob("pgserver-*.whl")
         with zipfile.ZipFile(wheel) as zf:
             for info in zf.infolist():
@@ -209,8 +242,7 @@ def server_problem(url: str, major: str) -> str:
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
             version = conn.info.server_version // 10000
             name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                  [name]).fetchone()
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
             if not exists:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     except psycopg.Error as exc:
@@ -224,8 +256,11 @@ def run(leg: Leg, url: str, pytest_args: Sequence[str]) -> None:
     venv = venv_for(leg)
     if venv is None:
         return
-    leg.problem = (server_problem(url, leg.postgres) if url
-                   else f"PostgreSQL {leg.postgres} could not be started (see above)")
+    leg.problem = (
+        server_problem(url, leg.postgres)
+        if url
+        else f"PostgreSQL {leg.postgres} could not be started (see above)"
+    )
     if leg.problem:
         return
     say(f"{leg.name}: pytest {' '.join(leg.paths)}")
@@ -233,10 +268,24 @@ def run(leg: Leg, url: str, pytest_args: Sequence[str]) -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:  # counts from JUnit XML: whatever the verbosity
         xml = Path(tmp) / "junit.xml"
-        done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p",
-                               "no:cacheprovider", f"--junitxml={xml}", *leg.paths,
-                               *pytest_args], cwd=ROOT, env=env, capture_output=True, text=True,
-                              check=False)
+        done = subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={xml}",
+                *leg.paths,
+                *pytest_args,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         leg.counts = junit_counts(xml)
     leg.seconds = time.monotonic() - started
     leg.returncode = done.returncode
@@ -258,21 +307,29 @@ def junit_counts(xml: Path) -> dict[str, int]:
     if suite is None:
         return {}
     n = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-    return {"passed": n["tests"] - n["failures"] - n["errors"] - n["skipped"],
-            "failed": n["failures"], "errors": n["errors"], "skipped": n["skipped"]}
+    return {
+        "passed": n["tests"] - n["failures"] - n["errors"] - n["skipped"],
+        "failed": n["failures"],
+        "errors": n["errors"],
+        "skipped": n["skipped"],
+    }
 
 
 def report(all_legs: list[Leg]) -> str:
-    rows = ["| Django | Python | PostgreSQL | tests | passed | failed | skipped | time | result |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| Django | Python | PostgreSQL | tests | passed | failed | skipped | time | result |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for leg in all_legs:
         c = leg.counts
         scope = "whole suite" if leg.paths == FULL else "integration"
         result = "ok" if leg.ok else (leg.problem or f"FAILED (exit {leg.returncode})")
         failed = c.get("failed", 0) + c.get("errors", 0)
-        rows.append(f"| {leg.django} | {leg.python} | {leg.postgres} | {scope} | "
-                    f"{c.get('passed', 0)} | {failed} | {c.get('skipped', 0)} | "
-                    f"{leg.seconds:.0f} s | {result} |")
+        rows.append(
+            f"| {leg.django} | {leg.python} | {leg.postgres} | {scope} | "
+            f"{c.get('passed', 0)} | {failed} | {c.get('skipped', 0)} | "
+            f"{leg.seconds:.0f} s | {result} |"
+        )
     return "\n".join(rows) + "\n"
 
 

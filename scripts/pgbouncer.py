@@ -55,8 +55,15 @@ def _quoted(value: str) -> str:
 
 
 class PgBouncer:
-    def __init__(self, upstream_url: str, *, pool_size: int = 3, pool_mode: str = "transaction",
-                 max_client_conn: int = 500, extra: dict[str, str] | None = None):
+    def __init__(
+        self,
+        upstream_url: str,
+        *,
+        pool_size: int = 3,
+        pool_mode: str = "transaction",
+        max_client_conn: int = 500,
+        extra: dict[str, str] | None = None,
+    ):
         parts = urlsplit(upstream_url)
         self.user = unquote(parts.username or "postgres")
         self.password = unquote(parts.password or "")
@@ -89,9 +96,13 @@ class PgBouncer:
             self._write_config()
             self._log = open(self.dir / "log", "ab")  # noqa: SIM115 - closed by stop()
             self.proc = subprocess.Popen(  # noqa: S603 - our own fixed command
-                [binary, str(self.dir / "pgbouncer.ini")], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=self._log,
-                preexec_fn=self._as_child, cwd=self.dir)
+                [binary, str(self.dir / "pgbouncer.ini")],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._log,
+                preexec_fn=self._as_child,
+                cwd=self.dir,
+            )
             if self._wait_ready():
                 return self
             self.stop()
@@ -121,8 +132,12 @@ class PgBouncer:
     def __enter__(self) -> PgBouncer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def log(self) -> str:
@@ -136,19 +151,33 @@ class PgBouncer:
     def _write_config(self) -> None:
         assert self.dir is not None
         settings = {
-            "listen_addr": "127.0.0.1", "listen_port": str(self.port), "unix_socket_dir": "",
-            "auth_type": "trust", "auth_file": str(self.dir / "users.txt"),
-            "pool_mode": self.pool_mode, "default_pool_size": str(self.pool_size),
-            "min_pool_size": "0", "reserve_pool_size": "0",
-            "max_client_conn": str(self.max_client_conn), "max_db_connections": "0",
-            "server_lifetime": "3600", "server_idle_timeout": "600",
-            "admin_users": self.user, "stats_users": self.user,
+            "listen_addr": "127.0.0.1",
+            "listen_port": str(self.port),
+            "unix_socket_dir": "",
+            "auth_type": "trust",
+            "auth_file": str(self.dir / "users.txt"),
+            "pool_mode": self.pool_mode,
+            "default_pool_size": str(self.pool_size),
+            "min_pool_size": "0",
+            "reserve_pool_size": "0",
+            "max_client_conn": str(self.max_client_conn),
+            "max_db_connections": "0",
+            "server_lifetime": "3600",
+            "server_idle_timeout": "600",
+            "admin_users": self.user,
+            "stats_users": self.user,
             "ignore_startup_parameters": "extra_float_digits",
             **self.extra,
         }
         upstream = f"host={self.upstream_host} port={self.upstream_port} user={self.user}"
-        ini = ["[databases]", f"* = {upstream}", "", "[pgbouncer]",
-               *(f"{k} = {v}" for k, v in settings.items()), ""]
+        ini = [
+            "[databases]",
+            f"* = {upstream}",
+            "",
+            "[pgbouncer]",
+            *(f"{k} = {v}" for k, v in settings.items()),
+            "",
+        ]
         (self.dir / "pgbouncer.ini").write_text("\n".join(ini))
         (self.dir / "users.txt").write_text(f"{_quoted(self.user)} {_quoted(self.password)}\n")
         if os.geteuid() == 0:  # it will run as nobody: let it read its files

@@ -135,9 +135,18 @@ def _ensure_server_account() -> _Account:
         entry = pwd.getpwnam(SERVER_USER)
     except KeyError:
         proc = subprocess.run(  # noqa: S603
-            [shutil.which("useradd") or "/usr/sbin/useradd", "--system", "--user-group",
-             "--no-create-home", "--shell", "/usr/sbin/nologin", SERVER_USER],
-            capture_output=True, text=True, check=False,
+            [
+                shutil.which("useradd") or "/usr/sbin/useradd",
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                SERVER_USER,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         try:  # another process may have created it concurrently
             entry = pwd.getpwnam(SERVER_USER)
@@ -251,7 +260,6 @@ def _watchdog_main(base: str, data: str) -> None:
     shutil.rmtree(base, ignore_errors=True)
 
 
-
 # ------------------------------------------------------------------ process-wide safety net
 
 _live: set[EmbeddedPostgres] = set()
@@ -336,8 +344,10 @@ class EmbeddedPostgres:
         # /tmp rather than $TMPDIR: as root, parents of the folder get o+x (see above).
         # mkdtemp makes a private, unpredictable folder there.
         default_root = Path("/tmp")  # noqa: S108
-        self.tmp_root = Path(tmp_root) if tmp_root else (
-            default_root if default_root.is_dir() else Path(tempfile.gettempdir())
+        self.tmp_root = (
+            Path(tmp_root)
+            if tmp_root
+            else (default_root if default_root.is_dir() else Path(tempfile.gettempdir()))
         )
 
         self.given_install = Path(install) if install else None
@@ -428,9 +438,21 @@ class EmbeddedPostgres:
         """
         if self._base is None or not self.is_running():
             return
-        rc, output = self._run([self._bin("pg_ctl"), "stop", "-D", str(self.data_dir),
-                                "-m", mode, "-w", "-t", str(PG_CTL_TIMEOUT)],
-                               as_server=True, timeout=PG_CTL_TIMEOUT + 10)
+        rc, output = self._run(
+            [
+                self._bin("pg_ctl"),
+                "stop",
+                "-D",
+                str(self.data_dir),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                str(PG_CTL_TIMEOUT),
+            ],
+            as_server=True,
+            timeout=PG_CTL_TIMEOUT + 10,
+        )
         if rc != 0 and self.is_running():
             raise EmbeddedPostgresError(f"pg_ctl stop failed (exit {rc}):\n{output}")
 
@@ -496,8 +518,15 @@ class EmbeddedPostgres:
         with tempfile.TemporaryFile("w+") as out:
             try:
                 proc = subprocess.run(  # noqa: S603 - bundled PostgreSQL tools
-                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    cwd=self.base_dir, env=self._env(), timeout=timeout, text=True, check=False,
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.base_dir,
+                    env=self._env(),
+                    timeout=timeout,
+                    text=True,
+                    check=False,
                     user=account.uid if account else None,
                     group=account.gid if account else None,
                     extra_groups=[] if account else None,
@@ -531,9 +560,22 @@ class EmbeddedPostgres:
             # mkdtemp made it 0700; the server user now owns it, root passes anyway.
 
         rc, output = self._run(
-            [self._bin("initdb"), "-D", str(self.data_dir), "--username", self.user,
-             "--auth", "trust", "--encoding", "UTF8", "--locale", "C", "--no-sync"],
-            as_server=True, timeout=120,
+            [
+                self._bin("initdb"),
+                "-D",
+                str(self.data_dir),
+                "--username",
+                self.user,
+                "--auth",
+                "trust",
+                "--encoding",
+                "UTF8",
+                "--locale",
+                "C",
+                "--no-sync",
+            ],
+            as_server=True,
+            timeout=120,
         )
         if rc != 0:
             raise EmbeddedPostgresError(f"initdb failed (exit {rc}):\n{output}")
@@ -585,9 +627,20 @@ class EmbeddedPostgres:
 
     def _pg_ctl_start(self) -> None:
         rc, output = self._run(
-            [self._bin("pg_ctl"), "start", "-D", str(self.data_dir), "-l", str(self.log_file),
-             "-w", "-t", str(PG_CTL_TIMEOUT), "-s"],
-            as_server=True, timeout=PG_CTL_TIMEOUT + 10,
+            [
+                self._bin("pg_ctl"),
+                "start",
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_file),
+                "-w",
+                "-t",
+                str(PG_CTL_TIMEOUT),
+                "-s",
+            ],
+            as_server=True,
+            timeout=PG_CTL_TIMEOUT + 10,
         )
         if rc != 0:
             if self.is_running():  # e.g. timed out waiting although it came up late
@@ -602,9 +655,18 @@ class EmbeddedPostgres:
             return
         assert self.host is not None and self.port is not None
         rc, output = self._run(
-            [self._bin("createdb"), "-h", self.host, "-p", str(self.port), "-U", self.user,
-             self.database],
-            as_server=False, timeout=60,
+            [
+                self._bin("createdb"),
+                "-h",
+                self.host,
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                self.database,
+            ],
+            as_server=False,
+            timeout=60,
         )
         if rc != 0:
             raise EmbeddedPostgresError(f"createdb {self.database} failed (exit {rc}):\n{output}")
@@ -650,8 +712,14 @@ class EmbeddedPostgres:
             # forked child that inherits this object warns about nothing at exit.
             self._watchdog_pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", os.path.abspath(__file__), "--watchdog",
-                 str(self.base_dir), str(self.data_dir)],
+                [
+                    sys.executable,
+                    "-I",
+                    os.path.abspath(__file__),
+                    "--watchdog",
+                    str(self.base_dir),
+                    str(self.data_dir),
+                ],
                 dict(os.environ),
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, read_fd, 0),

@@ -49,7 +49,8 @@ def _default(action: argparse.Action) -> str:
     if value is None:
         return "—"
     seconds = action.metavar == "SECONDS" or (
-        setting is not None and getattr(setting.rule, "unit", "") == "seconds")
+        setting is not None and getattr(setting.rule, "unit", "") == "seconds"
+    )
     return f"{value:g} s" if seconds else f"`{value}`" if isinstance(value, str) else str(value)
 
 
@@ -81,10 +82,12 @@ def main(argv: list[str]) -> int:
         print(conf.markdown_table(), flags_table(), sep="\n\n")
     elif not argv:
         DOC.write_text(conf.replace_table(DOC.read_text(encoding="utf-8")), encoding="utf-8")
-        README.write_text(replace_flags_table(README.read_text(encoding="utf-8")),
-                          encoding="utf-8")
-        print(f"rewrote the settings table of {DOC.relative_to(ROOT)} and the runjobs flags "
-              f"of {README.name}", file=sys.stderr)
+        README.write_text(replace_flags_table(README.read_text(encoding="utf-8")), encoding="utf-8")
+        print(
+            f"rewrote the settings table of {DOC.relative_to(ROOT)} and the runjobs flags "
+            f"of {README.name}",
+            file=sys.stderr,
+        )
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -16,8 +16,12 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def eventually(condition: Callable[[], object], timeout: float = 20.0, interval: float = 0.05,
-               message: str = "condition") -> object:
+def eventually(
+    condition: Callable[[], object],
+    timeout: float = 20.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> object:
     """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -33,8 +37,9 @@ def missing_requirement(what: str, how: str) -> None:
     """A test that needs something not installed FAILS, saying how to install it: a skip would
     hide untested behaviour. `./dev test` installs the extras always, and the Debian packages
     (chromium, faketime) when it runs as root."""
-    pytest.fail(f"{what} is not installed: {how} (./dev test installs it when run as root)",
-                pytrace=False)
+    pytest.fail(
+        f"{what} is not installed: {how} (./dev test installs it when run as root)", pytrace=False
+    )
 
 
 def run_worker(**overrides: object) -> object:
@@ -42,8 +47,9 @@ def run_worker(**overrides: object) -> object:
     what is due and returns. Asserts a clean exit; returns the worker for its counters."""
     from django_pgjobs.worker import Worker, WorkerOptions
 
-    opts: dict[str, object] = dict(burst=True, listen=False, install_signal_handlers=False,
-                                   concurrency=2)
+    opts: dict[str, object] = dict(
+        burst=True, listen=False, install_signal_handlers=False, concurrency=2
+    )
     opts.update(overrides)
     worker = Worker(WorkerOptions.from_settings(**opts))
     assert worker.run() == 0
@@ -75,11 +81,16 @@ class WorkerProcess:
         full_env["PYTHONPATH"] = str(ROOT)
         full_env["PYTHONUNBUFFERED"] = "1"
         full_env.update(env or {})
-        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"pgjobs-worker-{os.getpid()}-{id(self)}.log"
+        self.log_path = (
+            Path(os.environ.get("TMPDIR", "/tmp")) / f"pgjobs-worker-{os.getpid()}-{id(self)}.log"
+        )
         self._log = open(self.log_path, "w+b")  # noqa: SIM115
         self.proc = subprocess.Popen(  # noqa: S603
             [sys.executable, "-m", "django", "runjobs", "--settings", "tests.settings", *args],
-            cwd=ROOT, env=full_env, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
 
     @property
@@ -129,7 +140,6 @@ def _no_session_left_on_the_test_database(django_db_setup, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-
 
 
 def logged_sql(query: dict, sent: str) -> str:

@@ -75,14 +75,19 @@ PGJOBS = {
 # Django 6.x ships the Tasks framework as django.tasks; on 5.2 it is the django-tasks backport.
 try:
     import django.tasks  # noqa: F401
+
     TASKS_MODULE = "django.tasks"
 except ImportError:
     TASKS_MODULE = "django_tasks"
     INSTALLED_APPS.append("django_tasks")
 TASKS = {
     "default": {"BACKEND": "django_pgjobs.backend.PgJobsBackend", "QUEUES": ["default", "emails"]},
-    "dummy": {"BACKEND": f"{TASKS_MODULE}.backends.dummy.DummyBackend",
-              "QUEUES": ["default", "emails"]},
-    "immediate": {"BACKEND": f"{TASKS_MODULE}.backends.immediate.ImmediateBackend",
-                  "QUEUES": ["default", "emails"]},
+    "dummy": {
+        "BACKEND": f"{TASKS_MODULE}.backends.dummy.DummyBackend",
+        "QUEUES": ["default", "emails"],
+    },
+    "immediate": {
+        "BACKEND": f"{TASKS_MODULE}.backends.immediate.ImmediateBackend",
+        "QUEUES": ["default", "emails"],
+    },
 }

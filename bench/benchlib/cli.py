@@ -11,7 +11,8 @@ DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/"
 def parser(doc: str | None) -> argparse.ArgumentParser:
     """A parser showing ``doc`` as written, with ``--pg-url`` (env BENCH_PG_URL): the server
     on which the script creates its own databases."""
-    ap = argparse.ArgumentParser(description=doc,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", DEFAULT_PG_URL))
     return ap

@@ -34,7 +34,10 @@ def _py_version(exe: str) -> tuple[int, int] | None:
     try:
         out = subprocess.run(
             [exe, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout.split()
         return int(out[0]), int(out[1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -91,8 +94,14 @@ def _run(cmd: list[str], **kw) -> None:
         raise RuntimeError(f"command failed ({res.returncode}): {' '.join(cmd)}")
 
 
-def ensure_venv(name: str, base_python: str, requirements: list[str] | None = None, *,
-                req_name: str | None = None, project_dir: str | Path | None = None) -> Path:
+def ensure_venv(
+    name: str,
+    base_python: str,
+    requirements: list[str] | None = None,
+    *,
+    req_name: str | None = None,
+    project_dir: str | Path | None = None,
+) -> Path:
     """Create/refresh bench/.venvs/<name> from requirements/<req_name or name>.txt (+ extra
     lines); "-e" lines are resolved against project_dir (default: $BENCH_PROJECT_DIR or the
     repository), e.g. another checkout of django-pgjobs in its own environment (bench/ab.py)."""
@@ -122,7 +131,10 @@ def ensure_venv(name: str, base_python: str, requirements: list[str] | None = No
     digest = _hash(RECIPE_VERSION, os.path.realpath(base_python), *resolved, *project_files)
     if marker.exists():
         try:
-            if json.loads(marker.read_text()).get("digest") == digest and venv_python(name).exists():
+            if (
+                json.loads(marker.read_text()).get("digest") == digest
+                and venv_python(name).exists()
+            ):
                 return venv_python(name)
         except ValueError:
             pass
@@ -152,7 +164,10 @@ def venv_versions(name: str, packages: list[str]) -> dict[str, str]:
     try:
         res = subprocess.run(
             [str(venv_python(name)), "-c", code, *packages],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
         return json.loads(res.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -166,7 +181,9 @@ def ensure_node_env(name: str, package_json: Path) -> Path | None:
         return None
     vdir = VENVS_DIR / name
     spec = package_json.read_text()
-    node_version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    node_version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True
+    ).stdout.strip()
     digest = _hash(RECIPE_VERSION, spec, node_version)
     marker = vdir / ".bench-env.json"
     if marker.exists() and (vdir / "node_modules").is_dir():

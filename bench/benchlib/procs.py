@@ -50,8 +50,16 @@ def vm_kb(pid: int, field: str = "VmHWM") -> int:
 
 
 class Proc:
-    def __init__(self, argv: list[str], *, env: dict, cwd: str | None = None,
-                 log_path: Path, name: str = "", pipes: bool = False) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        env: dict,
+        cwd: str | None = None,
+        log_path: Path,
+        name: str = "",
+        pipes: bool = False,
+    ) -> None:
         """``pipes``: stdin and stdout are pipes for ``send()``/``reply()`` (stderr still goes
         to the log)."""
         self.name = name or Path(argv[0]).name
@@ -62,9 +70,13 @@ class Proc:
         self._log.flush()
         self.started = time.monotonic_ns()
         self.p = subprocess.Popen(
-            argv, env=env, cwd=cwd, stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
             stdout=subprocess.PIPE if pipes else self._log,
-            stderr=self._log if pipes else subprocess.STDOUT, start_new_session=True,
+            stderr=self._log if pipes else subprocess.STDOUT,
+            start_new_session=True,
         )
         self._out = b""  # stdout read but not yet returned by reply()
         self.pid = self.p.pid
@@ -187,14 +199,22 @@ def kill_all() -> None:
 atexit.register(kill_all)
 
 
-def run_json(argv: list[str], *, env: dict, cwd: str | None = None, timeout: float,
-             log_path: Path) -> dict:
+def run_json(
+    argv: list[str], *, env: dict, cwd: str | None = None, timeout: float, log_path: Path
+) -> dict:
     """Run a client command to completion (bounded) and parse the JSON on its last stdout line."""
     with open(log_path, "ab") as log:
         log.write(("\n$ " + " ".join(argv) + "\n").encode())
         log.flush()
-        p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        p = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+        )
         foreign.our_sessions.add(p.pid)
         try:
             out, _ = p.communicate(timeout=timeout)

@@ -158,8 +158,9 @@ def main(
     if cmd == "serve_producer":  # bench/producers.py: many producers at once
         import producer_loop
 
-        producer_loop.serve(enqueue_one if args[0] == "enqueue_single" else singles[args[0]](),
-                            warm_up)
+        producer_loop.serve(
+            enqueue_one if args[0] == "enqueue_single" else singles[args[0]](), warm_up
+        )
         return
     if cmd == "serve_single":
         if args[0] != "enqueue_single" and args[0] not in singles:

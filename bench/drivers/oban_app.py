@@ -1,5 +1,6 @@
 """Oban for Python (PyPI ``oban``): the benchmark's no-op worker. ``oban start`` finds it by
 the dotted path stored in each job (``oban_app.Noop``; bench/drivers is on PYTHONPATH)."""
+
 import probe
 from oban import worker
 

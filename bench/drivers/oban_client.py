@@ -13,8 +13,7 @@ from oban_app import Noop
 loop = asyncio.new_event_loop()
 
 
-pool = loop.run_until_complete(Oban.create_pool(os.environ["DATABASE_URL"], min_size=1,
-                                                 max_size=1))
+pool = loop.run_until_complete(Oban.create_pool(os.environ["DATABASE_URL"], min_size=1, max_size=1))
 oban = Oban(pool=pool)  # not started: it enqueues only (no plugins, no queues)
 atexit.register(lambda: loop.run_until_complete(pool.close()))
 
@@ -26,7 +25,7 @@ def enqueue_one(i: int) -> None:
 def enqueue_many(seqs: list[int]) -> None:
     jobs = [Noop.new({"i": i}) for i in seqs]
     for k in range(0, len(jobs), 5_000):  # one statement per 5,000 jobs (parameter limits)
-        loop.run_until_complete(oban.enqueue_many(jobs[k:k + 5_000]))
+        loop.run_until_complete(oban.enqueue_many(jobs[k : k + 5_000]))
 
 
 if __name__ == "__main__":

@@ -57,9 +57,24 @@ def _psycopg_one(statement: str, channel: bool) -> Callable[[int], None]:
     extra = (conf.get("NOTIFY_CHANNEL"),) if channel else ()
 
     def one(i: int) -> None:
-        conn.execute(statement, (
-            "noop", "default", 0, json.dumps({"i": i}), None, None, None, 5, None, None, 0.0,
-            *extra), prepare=True).fetchone()
+        conn.execute(
+            statement,
+            (
+                "noop",
+                "default",
+                0,
+                json.dumps({"i": i}),
+                None,
+                None,
+                None,
+                5,
+                None,
+                None,
+                0.0,
+                *extra,
+            ),
+            prepare=True,
+        ).fetchone()
 
     return one
 
@@ -79,6 +94,12 @@ def copy_notify_enqueue_one() -> Callable[[int], None]:
 
 
 if __name__ == "__main__":
-    clientlib.main(enqueue_one, enqueue_batch, {
-        "enqueue_single_sql": sql_enqueue_one, "enqueue_single_copy": copy_enqueue_one,
-        "enqueue_single_copy_notify": copy_notify_enqueue_one})
+    clientlib.main(
+        enqueue_one,
+        enqueue_batch,
+        {
+            "enqueue_single_sql": sql_enqueue_one,
+            "enqueue_single_copy": copy_enqueue_one,
+            "enqueue_single_copy_notify": copy_notify_enqueue_one,
+        },
+    )

@@ -42,8 +42,13 @@ def heartbeat(jobs: int, batch: int) -> dict:
 
     leases = []
     while len(leases) < jobs:
-        got = queries.claim(worker_id="bench-heartbeat", types=["noop"], queues=None,
-                            limit=min(1000, jobs - len(leases)), lease_seconds=600)
+        got = queries.claim(
+            worker_id="bench-heartbeat",
+            types=["noop"],
+            queues=None,
+            limit=min(1000, jobs - len(leases)),
+            lease_seconds=600,
+        )
         if not got:
             break
         leases += [(r.id, r.lease_token) for r in got]
@@ -51,15 +56,21 @@ def heartbeat(jobs: int, batch: int) -> dict:
     try:
         for i in range(0, len(leases), batch):
             t0 = time.perf_counter()
-            rows += len(queries.heartbeat(leases[i:i + batch], 600))
+            rows += len(queries.heartbeat(leases[i : i + batch], 600))
             times.append((time.perf_counter() - t0) * 1000)
     finally:
         for i in range(0, len(leases), 1000):
-            queries.release(leases[i:i + 1000], reason="bench")
+            queries.release(leases[i : i + 1000], reason="bench")
     total = sum(times) / 1000
-    return {"jobs": len(leases), "statements": len(times), "rows": rows, "seconds": total,
-            "rate": rows / total if total else 0.0, "ms_p50": _pct(times, 50),
-            "ms_p99": _pct(times, 99)}
+    return {
+        "jobs": len(leases),
+        "statements": len(times),
+        "rows": rows,
+        "seconds": total,
+        "rate": rows / total if total else 0.0,
+        "ms_p50": _pct(times, 50),
+        "ms_p99": _pct(times, 99),
+    }
 
 
 def cycles(jobs: int, batch: int) -> dict:
@@ -82,13 +93,21 @@ def cycles(jobs: int, batch: int) -> dict:
 
     def one(alias: str) -> bool:
         t0 = time.perf_counter()
-        got = queries.claim(worker_id="bench-cycles", types=["noop"], queues=None, limit=batch,
-                            lease_seconds=60, using=alias)
+        got = queries.claim(
+            worker_id="bench-cycles",
+            types=["noop"],
+            queues=None,
+            limit=batch,
+            lease_seconds=60,
+            using=alias,
+        )
         t1 = time.perf_counter()
         queries.heartbeat([(r.id, r.lease_token) for r in got], 60, using=alias)
         t2 = time.perf_counter()
-        queries.finalize([Completion(r.id, r.lease_token, r.attempts, "COMPLETED", duration_ms=1)
-                          for r in got], using=alias)
+        queries.finalize(
+            [Completion(r.id, r.lease_token, r.attempts, "COMPLETED", duration_ms=1) for r in got],
+            using=alias,
+        )
         t3 = time.perf_counter()
         for step, dt in (("claim", t1 - t0), ("heartbeat", t2 - t1), ("finalize", t3 - t2)):
             spent[alias][step].append(dt)
@@ -103,13 +122,17 @@ def cycles(jobs: int, batch: int) -> dict:
         k += 1
     for a in spent:
         connections[a].close()
-    return {a: {"rows": rows[a], "batches": len(spent[a]["claim"]),
-                **{f"{step}_s": sum(v) for step, v in spent[a].items()},
-                **{f"{step}_ms_p50": _pct([x * 1000 for x in v], 50)
-                   for step, v in spent[a].items()},
-                **{f"{step}_rate": rows[a] / sum(v) for step, v in spent[a].items() if sum(v)},
-                "cycle_rate": rows[a] / sum(sum(v) for v in spent[a].values())}
-            for a in spent}
+    return {
+        a: {
+            "rows": rows[a],
+            "batches": len(spent[a]["claim"]),
+            **{f"{step}_s": sum(v) for step, v in spent[a].items()},
+            **{f"{step}_ms_p50": _pct([x * 1000 for x in v], 50) for step, v in spent[a].items()},
+            **{f"{step}_rate": rows[a] / sum(v) for step, v in spent[a].items() if sum(v)},
+            "cycle_rate": rows[a] / sum(sum(v) for v in spent[a].values()),
+        }
+        for a in spent
+    }
 
 
 def _add_other_alias() -> None:
@@ -131,8 +154,9 @@ def pages(reps: int) -> dict:
     from django_pgjobs.models import Job
 
     user_model = get_user_model()
-    user = user_model.objects.filter(username="bench").first() or \
-        user_model.objects.create_superuser("bench", "bench@example.com", "bench")
+    user = user_model.objects.filter(
+        username="bench"
+    ).first() or user_model.objects.create_superuser("bench", "bench@example.com", "bench")
     c = Client()
     c.force_login(user)
     some = Job.objects.order_by("id").values_list("id", flat=True)[:1][0]
@@ -207,11 +231,19 @@ def health(snapshot_age: float) -> dict:
     from django_pgjobs import dashboard, health_checks
 
     rep = health_checks.report(health_checks.Thresholds(max_snapshot_age=snapshot_age))
-    dash = dashboard.build()["health"]["old_snapshots"] if snapshot_age >= 60 else \
-        health_checks.summary(health_checks.Thresholds(max_snapshot_age=snapshot_age))[
-            "old_snapshots"]
-    return {"healthy": rep["healthy"], "problems": rep["problems"],
-            "held": rep["metrics"]["old_snapshots"], "dashboard": dash}
+    dash = (
+        dashboard.build()["health"]["old_snapshots"]
+        if snapshot_age >= 60
+        else health_checks.summary(health_checks.Thresholds(max_snapshot_age=snapshot_age))[
+            "old_snapshots"
+        ]
+    )
+    return {
+        "healthy": rep["healthy"],
+        "problems": rep["problems"],
+        "held": rep["metrics"]["old_snapshots"],
+        "dashboard": dash,
+    }
 
 
 if __name__ == "__main__":

@@ -18,5 +18,9 @@ from pgqueuer.domain import types
 
 if __name__ == "__main__":
     logconfig.setup_fancy_logger(logconfig.LogLevel.INFO)
-    mode = types.QueueExecutionMode.drain if "--drain" in sys.argv else types.QueueExecutionMode.continuous
+    mode = (
+        types.QueueExecutionMode.drain
+        if "--drain" in sys.argv
+        else types.QueueExecutionMode.continuous
+    )
     asyncio.run(pgqueuer.run("pgqueuer_app:main", mode=mode))

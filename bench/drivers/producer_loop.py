@@ -25,8 +25,9 @@ def _emit(obj) -> None:
     sys.stdout.flush()
 
 
-def serve(enqueue_one: Callable[[int], None], warm_up: Callable[[Callable[[int], None]], None]
-          ) -> None:
+def serve(
+    enqueue_one: Callable[[int], None], warm_up: Callable[[Callable[[int], None]], None]
+) -> None:
     warm_up(enqueue_one)
     _emit({"ready": True, "pid": os.getpid()})
     seq = (os.getpid() % 1000) * SEQ_STRIDE

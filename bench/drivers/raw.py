@@ -119,8 +119,12 @@ def worker(argv: list[str]) -> None:
     ap.add_argument("--mode", choices=["limit", "perjob"], default="limit")
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--burst", action="store_true")
-    ap.add_argument("--idle-timeout", type=float, default=0.5,
-                    help="longest idle wait between checks for SIGTERM (NOTIFY wakes it at once)")
+    ap.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=0.5,
+        help="longest idle wait between checks for SIGTERM (NOTIFY wakes it at once)",
+    )
     a = ap.parse_args(argv)
 
     stop = False

@@ -1,5 +1,6 @@
 """Settings of the benchmark's django-pgjobs project: the package with its defaults, one
 app (benchapp) whose jobs.py registers the no-op handler."""
+
 import os
 from urllib.parse import unquote, urlsplit
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """manage.py of the benchmark's django-pgjobs project (runs in bench/.venvs/pgjobs)."""
+
 import os
 import sys
 from pathlib import Path

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """manage.py of the django-tasks-db peer (runs in bench/.venvs/tasksdb)."""
+
 import os
 import sys
 from pathlib import Path

@@ -1,5 +1,6 @@
 """Settings of the django-tasks-db peer: Django 6.1's django.tasks + django_tasks_db.DatabaseBackend,
 configured as django-tasks-db's README shows."""
+
 import os
 from urllib.parse import unquote, urlsplit
 
@@ -30,5 +31,8 @@ TASKS = {
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-LOGGING = {"version": 1, "disable_existing_loggers": False,
-           "root": {"handlers": [], "level": "WARNING"}}
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "root": {"handlers": [], "level": "WARNING"},
+}

@@ -72,9 +72,13 @@ def _tracer() -> Any:
 
 
 def _attributes(job: Any) -> dict[str, Any]:
-    return {"messaging.system": "pgjobs", "messaging.destination.name": job.queue,
-            "messaging.message.id": str(job.id), "pgjobs.job.type": job.type,
-            "pgjobs.trace_id": job.trace_id or ""}
+    return {
+        "messaging.system": "pgjobs",
+        "messaging.destination.name": job.queue,
+        "messaging.message.id": str(job.id),
+        "pgjobs.job.type": job.type,
+        "pgjobs.trace_id": job.trace_id or "",
+    }
 
 
 def on_enqueued(sender: Any, job: Any, **kwargs: Any) -> None:
@@ -83,8 +87,9 @@ def on_enqueued(sender: Any, job: Any, **kwargs: Any) -> None:
     current = trace.get_current_span().get_span_context()
     if t is not None and current.is_valid and current.trace_id == int(t, 16):
         _next_span_id.value = enqueue_span_id(t, job.id)  # the run span will find it
-    span = tracer.start_span(f"pgjobs enqueue {job.type}", kind=SpanKind.PRODUCER,
-                             attributes=_attributes(job))
+    span = tracer.start_span(
+        f"pgjobs enqueue {job.type}", kind=SpanKind.PRODUCER, attributes=_attributes(job)
+    )
     _next_span_id.value = None
     span.end()
 
@@ -93,13 +98,21 @@ def on_started(sender: Any, job: Any, **kwargs: Any) -> None:
     t = _job_trace(job)
     links, ctx = [], None
     if t is not None:
-        parent = SpanContext(trace_id=int(t, 16), span_id=enqueue_span_id(t, job.id),
-                             is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        parent = SpanContext(
+            trace_id=int(t, 16),
+            span_id=enqueue_span_id(t, job.id),
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
         links = [Link(parent, {"pgjobs.link": "enqueue"})]
         ctx = trace.set_span_in_context(NonRecordingSpan(parent))
-    span = _tracer().start_span(f"pgjobs run {job.type}", context=ctx, kind=SpanKind.CONSUMER,
-                                links=links, attributes={**_attributes(job),
-                                                         "pgjobs.attempt": job.attempts})
+    span = _tracer().start_span(
+        f"pgjobs run {job.type}",
+        context=ctx,
+        kind=SpanKind.CONSUMER,
+        links=links,
+        attributes={**_attributes(job), "pgjobs.attempt": job.attempts},
+    )
     with _running_lock:
         _running[job.id] = span
     token = getattr(_thread, "token", None)
@@ -108,8 +121,9 @@ def on_started(sender: Any, job: Any, **kwargs: Any) -> None:
     _thread.token = otel_context.attach(trace.set_span_in_context(span))
 
 
-def on_finished(sender: Any, job: Any, completion: Any, applied: bool = True,
-                **kwargs: Any) -> None:
+def on_finished(
+    sender: Any, job: Any, completion: Any, applied: bool = True, **kwargs: Any
+) -> None:
     with _running_lock:
         span = _running.pop(job.id, None)
     if span is None:

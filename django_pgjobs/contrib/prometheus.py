@@ -41,15 +41,33 @@ logger = logging.getLogger("django_pgjobs.metrics")
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
 ENQUEUED = Counter("pgjobs_jobs_enqueued", "Jobs enqueued.", ["queue", "type"], registry=None)
-FINISHED = Counter("pgjobs_jobs_finished", "Runs that ended, by outcome.",
-                   ["queue", "type", "outcome"], registry=None)
-DURATION = Histogram("pgjobs_job_duration_seconds", "Handler run time.", ["queue", "type"],
-                     buckets=_BUCKETS, registry=None)
-WAIT = Histogram("pgjobs_job_wait_seconds", "Time from enqueue to the first start of a job.",
-                 ["queue", "type"], buckets=_BUCKETS, registry=None)
+FINISHED = Counter(
+    "pgjobs_jobs_finished",
+    "Runs that ended, by outcome.",
+    ["queue", "type", "outcome"],
+    registry=None,
+)
+DURATION = Histogram(
+    "pgjobs_job_duration_seconds",
+    "Handler run time.",
+    ["queue", "type"],
+    buckets=_BUCKETS,
+    registry=None,
+)
+WAIT = Histogram(
+    "pgjobs_job_wait_seconds",
+    "Time from enqueue to the first start of a job.",
+    ["queue", "type"],
+    buckets=_BUCKETS,
+    registry=None,
+)
 
-_OUTCOMES = {"COMPLETED": "completed", "COMPLETED_WITH_ERRORS": "completed_with_errors",
-             "FAILED": "failed", "PENDING": "retried"}
+_OUTCOMES = {
+    "COMPLETED": "completed",
+    "COMPLETED_WITH_ERRORS": "completed_with_errors",
+    "FAILED": "failed",
+    "PENDING": "retried",
+}
 
 
 def on_enqueued(sender: Any, job: Any, **kwargs: Any) -> None:
@@ -59,13 +77,16 @@ def on_enqueued(sender: Any, job: Any, **kwargs: Any) -> None:
 def on_started(sender: Any, job: Any, **kwargs: Any) -> None:
     if job.attempts == 1 and job.created_at is not None:
         WAIT.labels(job.queue, job.type).observe(
-            max(0.0, (timezone.now() - job.created_at).total_seconds()))
+            max(0.0, (timezone.now() - job.created_at).total_seconds())
+        )
 
 
-def on_finished(sender: Any, job: Any, completion: Any, applied: bool = True,
-                **kwargs: Any) -> None:
-    outcome = _OUTCOMES.get(completion.status, completion.status.lower()) if applied \
-        else "lease_lost"
+def on_finished(
+    sender: Any, job: Any, completion: Any, applied: bool = True, **kwargs: Any
+) -> None:
+    outcome = (
+        _OUTCOMES.get(completion.status, completion.status.lower()) if applied else "lease_lost"
+    )
     FINISHED.labels(job.queue, job.type, outcome).inc()
     DURATION.labels(job.queue, job.type).observe(completion.duration_ms / 1000.0)
 
@@ -93,16 +114,21 @@ class QueueCollector:
         return []  # collected lazily: never touch the database at registration
 
     def _read(self) -> list[Any]:
-        depth = GaugeMetricFamily("pgjobs_queue_depth", "Jobs per queue and state.",
-                                  labels=["queue", "state"])
-        age = GaugeMetricFamily("pgjobs_queue_oldest_due_age_seconds",
-                                "Age of the oldest due job of the queue.", labels=["queue"])
+        depth = GaugeMetricFamily(
+            "pgjobs_queue_depth", "Jobs per queue and state.", labels=["queue", "state"]
+        )
+        age = GaugeMetricFamily(
+            "pgjobs_queue_oldest_due_age_seconds",
+            "Age of the oldest due job of the queue.",
+            labels=["queue"],
+        )
         up = GaugeMetricFamily("pgjobs_stats_up", "1 when the queue gauges could be read.")
         try:
             rows = stats.queue_stats()
         except DatabaseError as exc:
-            logger.warning("queue gauges unavailable: %s", exc,
-                           extra={"action": "metrics.db_error"})
+            logger.warning(
+                "queue gauges unavailable: %s", exc, extra={"action": "metrics.db_error"}
+            )
             up.add_metric([], 0)
             return [up]
         for q in rows:

@@ -14,8 +14,12 @@ N = TypeVar("N", int, float)
 
 
 def bounded(
-    parse: Callable[[str], N], *, low: float, high: float | None = None,
-    low_inclusive: bool = True, what: str,
+    parse: Callable[[str], N],
+    *,
+    low: float,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    what: str,
 ) -> Callable[[str], N]:
     """An argparse ``type=`` accepting ``parse(value)`` within [low, high] (NaN never)."""
 
@@ -43,8 +47,12 @@ def database_alias(value: str) -> str:
 
 
 def add_database_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--database", type=database_alias, metavar="ALIAS",
-                        help="database alias of the queue (default: PGJOBS['DATABASE'])")
+    parser.add_argument(
+        "--database",
+        type=database_alias,
+        metavar="ALIAS",
+        help="database alias of the queue (default: PGJOBS['DATABASE'])",
+    )
 
 
 def rule_type(rule: conf.Number | conf.Int) -> Callable[[str], Any]:
@@ -72,8 +80,9 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per conf.SETTINGS entry with a Flag; its dest is the WorkerOptions field."""
     for s in conf.SETTINGS:
         if s.flag:
-            parser.add_argument(s.flag.name, type=rule_type(s.rule), dest=s.option,
-                                help=s.flag.help)
+            parser.add_argument(
+                s.flag.name, type=rule_type(s.rule), dest=s.option, help=s.flag.help
+            )
 
 
 def setting_flags(opts: dict[str, Any]) -> dict[str, Any]:

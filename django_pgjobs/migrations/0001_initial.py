@@ -5,64 +5,205 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Worker',
+            name="Worker",
             fields=[
-                ('worker_id', models.CharField(max_length=255, primary_key=True, serialize=False)),
-                ('hostname', models.CharField(max_length=255)),
-                ('pid', models.IntegerField()),
-                ('queues', models.JSONField(default=list)),
-                ('concurrency', models.IntegerField()),
-                ('started_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('last_heartbeat', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('jobs_done', models.BigIntegerField(db_default=0, default=0)),
+                ("worker_id", models.CharField(max_length=255, primary_key=True, serialize=False)),
+                ("hostname", models.CharField(max_length=255)),
+                ("pid", models.IntegerField()),
+                ("queues", models.JSONField(default=list)),
+                ("concurrency", models.IntegerField()),
+                (
+                    "started_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "last_heartbeat",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                ("jobs_done", models.BigIntegerField(db_default=0, default=0)),
             ],
             options={
-                'db_table': 'pgjobs_worker',
-                'ordering': ['-last_heartbeat'],
+                "db_table": "pgjobs_worker",
+                "ordering": ["-last_heartbeat"],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('tenant_id', models.CharField(blank=True, max_length=255, null=True)),
-                ('type', models.CharField(max_length=255)),
-                ('operated_by', models.CharField(blank=True, help_text='Who asked for the job (a user id).', max_length=255, null=True)),
-                ('queue', models.CharField(db_default='default', default='default', max_length=63)),
-                ('priority', models.SmallIntegerField(db_default=0, default=0, help_text='Higher runs first.')),
-                ('status', models.CharField(choices=[('PENDING', 'Pending'), ('RUNNING', 'Running'), ('COMPLETED', 'Completed'), ('COMPLETED_WITH_ERRORS', 'Completed with errors'), ('FAILED', 'Failed'), ('CANCELLED', 'Cancelled')], db_default='PENDING', default='PENDING', max_length=32)),
-                ('config', models.JSONField(db_default={}, default=dict, help_text='Immutable inputs.')),
-                ('result', models.JSONField(db_default={}, default=dict, help_text='Merged as the job runs.')),
-                ('error', models.TextField(blank=True, null=True)),
-                ('trace_id', models.CharField(blank=True, max_length=255, null=True)),
-                ('unique_key', models.CharField(blank=True, help_text='While a job with this key is pending or running, enqueue returns it.', max_length=255, null=True)),
-                ('attempts', models.IntegerField(db_default=0, default=0)),
-                ('max_attempts', models.IntegerField(db_default=5, default=5)),
-                ('run_after', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('duration_ms', models.BigIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('locked_by', models.CharField(blank=True, max_length=255, null=True)),
-                ('lease_token', models.UUIDField(blank=True, null=True)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('cancel_requested', models.BooleanField(db_default=False, default=False)),
-                ('history', models.JSONField(blank=True, db_default=[], default=list)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("tenant_id", models.CharField(blank=True, max_length=255, null=True)),
+                ("type", models.CharField(max_length=255)),
+                (
+                    "operated_by",
+                    models.CharField(
+                        blank=True,
+                        help_text="Who asked for the job (a user id).",
+                        max_length=255,
+                        null=True,
+                    ),
+                ),
+                ("queue", models.CharField(db_default="default", default="default", max_length=63)),
+                (
+                    "priority",
+                    models.SmallIntegerField(
+                        db_default=0, default=0, help_text="Higher runs first."
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("PENDING", "Pending"),
+                            ("RUNNING", "Running"),
+                            ("COMPLETED", "Completed"),
+                            ("COMPLETED_WITH_ERRORS", "Completed with errors"),
+                            ("FAILED", "Failed"),
+                            ("CANCELLED", "Cancelled"),
+                        ],
+                        db_default="PENDING",
+                        default="PENDING",
+                        max_length=32,
+                    ),
+                ),
+                (
+                    "config",
+                    models.JSONField(db_default={}, default=dict, help_text="Immutable inputs."),
+                ),
+                (
+                    "result",
+                    models.JSONField(
+                        db_default={}, default=dict, help_text="Merged as the job runs."
+                    ),
+                ),
+                ("error", models.TextField(blank=True, null=True)),
+                ("trace_id", models.CharField(blank=True, max_length=255, null=True)),
+                (
+                    "unique_key",
+                    models.CharField(
+                        blank=True,
+                        help_text="While a job with this key is pending or running, enqueue returns it.",
+                        max_length=255,
+                        null=True,
+                    ),
+                ),
+                ("attempts", models.IntegerField(db_default=0, default=0)),
+                ("max_attempts", models.IntegerField(db_default=5, default=5)),
+                (
+                    "run_after",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("duration_ms", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
+                ("locked_by", models.CharField(blank=True, max_length=255, null=True)),
+                ("lease_token", models.UUIDField(blank=True, null=True)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("cancel_requested", models.BooleanField(db_default=False, default=False)),
+                ("history", models.JSONField(blank=True, db_default=[], default=list)),
             ],
             options={
-                'db_table': 'pgjobs_job',
-                'ordering': ['-id'],
-                'indexes': [models.Index(models.OrderBy(models.F('priority'), descending=True), models.F('run_after'), models.F('id'), condition=models.Q(('status', 'PENDING')), name='pgjobs_job_claim_idx'), models.Index(models.F('lease_expires_at'), condition=models.Q(('status', 'RUNNING')), name='pgjobs_job_lease_idx'), models.Index(models.F('type'), models.F('tenant_id'), models.OrderBy(models.F('created_at'), descending=True), name='pgjobs_job_type_tenant_idx'), models.Index(models.F('finished_at'), condition=models.Q(('finished_at__isnull', False)), include=('type', 'duration_ms', 'status'), name='pgjobs_job_stats_idx'), models.Index(models.F('trace_id'), condition=models.Q(('trace_id__isnull', False)), name='pgjobs_job_trace_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('status__in', ['PENDING', 'RUNNING', 'COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELLED'])), name='pgjobs_job_status_valid'), models.CheckConstraint(condition=models.Q(('attempts__gte', 0)), name='pgjobs_job_attempts_gte_0'), models.CheckConstraint(condition=models.Q(('max_attempts__gte', 1)), name='pgjobs_job_max_attempts_gte_1'), models.CheckConstraint(condition=models.Q(('priority__gte', -100), ('priority__lte', 100)), name='pgjobs_job_priority_range'), models.CheckConstraint(condition=models.Q(('queue__regex', '^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$')), name='pgjobs_job_queue_name'), models.CheckConstraint(condition=models.Q(models.Q(('lease_expires_at__isnull', False), ('lease_token__isnull', False), ('status', 'RUNNING')), models.Q(models.Q(('status', 'RUNNING'), _negated=True), ('lease_token__isnull', True)), _connector='OR'), name='pgjobs_job_lease_iff_running'), models.UniqueConstraint(condition=models.Q(('status__in', ('PENDING', 'RUNNING')), ('unique_key__isnull', False)), fields=('unique_key',), name='pgjobs_job_unique_key_active')],
+                "db_table": "pgjobs_job",
+                "ordering": ["-id"],
+                "indexes": [
+                    models.Index(
+                        models.OrderBy(models.F("priority"), descending=True),
+                        models.F("run_after"),
+                        models.F("id"),
+                        condition=models.Q(("status", "PENDING")),
+                        name="pgjobs_job_claim_idx",
+                    ),
+                    models.Index(
+                        models.F("lease_expires_at"),
+                        condition=models.Q(("status", "RUNNING")),
+                        name="pgjobs_job_lease_idx",
+                    ),
+                    models.Index(
+                        models.F("type"),
+                        models.F("tenant_id"),
+                        models.OrderBy(models.F("created_at"), descending=True),
+                        name="pgjobs_job_type_tenant_idx",
+                    ),
+                    models.Index(
+                        models.F("finished_at"),
+                        condition=models.Q(("finished_at__isnull", False)),
+                        include=("type", "duration_ms", "status"),
+                        name="pgjobs_job_stats_idx",
+                    ),
+                    models.Index(
+                        models.F("trace_id"),
+                        condition=models.Q(("trace_id__isnull", False)),
+                        name="pgjobs_job_trace_idx",
+                    ),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "status__in",
+                                [
+                                    "PENDING",
+                                    "RUNNING",
+                                    "COMPLETED",
+                                    "COMPLETED_WITH_ERRORS",
+                                    "FAILED",
+                                    "CANCELLED",
+                                ],
+                            )
+                        ),
+                        name="pgjobs_job_status_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("attempts__gte", 0)), name="pgjobs_job_attempts_gte_0"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("max_attempts__gte", 1)),
+                        name="pgjobs_job_max_attempts_gte_1",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("priority__gte", -100), ("priority__lte", 100)),
+                        name="pgjobs_job_priority_range",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("queue__regex", "^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$")),
+                        name="pgjobs_job_queue_name",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(
+                                ("lease_expires_at__isnull", False),
+                                ("lease_token__isnull", False),
+                                ("status", "RUNNING"),
+                            ),
+                            models.Q(
+                                models.Q(("status", "RUNNING"), _negated=True),
+                                ("lease_token__isnull", True),
+                            ),
+                            _connector="OR",
+                        ),
+                        name="pgjobs_job_lease_iff_running",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(
+                            ("status__in", ("PENDING", "RUNNING")), ("unique_key__isnull", False)
+                        ),
+                        fields=("unique_key",),
+                        name="pgjobs_job_unique_key_active",
+                    ),
+                ],
             },
         ),
         # The seed's rule: the database alone picks ids (an explicit id is refused).
@@ -70,7 +211,7 @@ class Migration(migrations.Migration):
             sql=[
                 'ALTER TABLE "pgjobs_job" ALTER COLUMN "id" SET GENERATED ALWAYS',
                 "COMMENT ON TABLE \"pgjobs_job\" IS 'django-pgjobs background jobs'",
-                "COMMENT ON COLUMN \"pgjobs_job\".\"result\" IS 'counters and payloads, merged (||)'",
+                'COMMENT ON COLUMN "pgjobs_job"."result" IS \'counters and payloads, merged (||)\'',
             ],
             reverse_sql=['ALTER TABLE "pgjobs_job" ALTER COLUMN "id" SET GENERATED BY DEFAULT'],
         ),

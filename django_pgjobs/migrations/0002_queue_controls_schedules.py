@@ -5,55 +5,92 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_pgjobs', '0001_initial'),
+        ("django_pgjobs", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Schedule',
+            name="Schedule",
             fields=[
-                ('name', models.CharField(max_length=255, primary_key=True, serialize=False)),
-                ('enabled', models.BooleanField(db_default=True, default=True)),
-                ('last_fire_time', models.DateTimeField(blank=True, null=True)),
-                ('last_job_id', models.BigIntegerField(blank=True, null=True)),
-                ('next_fire_time', models.DateTimeField(blank=True, null=True)),
-                ('run_now_requested', models.BooleanField(db_default=False, default=False)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("name", models.CharField(max_length=255, primary_key=True, serialize=False)),
+                ("enabled", models.BooleanField(db_default=True, default=True)),
+                ("last_fire_time", models.DateTimeField(blank=True, null=True)),
+                ("last_job_id", models.BigIntegerField(blank=True, null=True)),
+                ("next_fire_time", models.DateTimeField(blank=True, null=True)),
+                ("run_now_requested", models.BooleanField(db_default=False, default=False)),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
             ],
             options={
-                'db_table': 'pgjobs_schedule',
-                'ordering': ['name'],
+                "db_table": "pgjobs_schedule",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Queue',
+            name="Queue",
             fields=[
-                ('name', models.CharField(max_length=63, primary_key=True, serialize=False)),
-                ('paused', models.BooleanField(db_default=False, default=False)),
-                ('concurrency_limit', models.IntegerField(blank=True, help_text='At most this many jobs of the queue RUNNING at once, across all workers.', null=True)),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("name", models.CharField(max_length=63, primary_key=True, serialize=False)),
+                ("paused", models.BooleanField(db_default=False, default=False)),
+                (
+                    "concurrency_limit",
+                    models.IntegerField(
+                        blank=True,
+                        help_text="At most this many jobs of the queue RUNNING at once, across all workers.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
             ],
             options={
-                'db_table': 'pgjobs_queue',
-                'ordering': ['name'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('name__regex', '^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$')), name='pgjobs_queue_name_valid'), models.CheckConstraint(condition=models.Q(('concurrency_limit__isnull', True), ('concurrency_limit__gte', 0), _connector='OR'), name='pgjobs_queue_limit_gte_0')],
+                "db_table": "pgjobs_queue",
+                "ordering": ["name"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("name__regex", "^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,62}$")),
+                        name="pgjobs_queue_name_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("concurrency_limit__isnull", True),
+                            ("concurrency_limit__gte", 0),
+                            _connector="OR",
+                        ),
+                        name="pgjobs_queue_limit_gte_0",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ScheduleFire',
+            name="ScheduleFire",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('schedule', models.CharField(max_length=255)),
-                ('fire_time', models.DateTimeField()),
-                ('job_id', models.BigIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("schedule", models.CharField(max_length=255)),
+                ("fire_time", models.DateTimeField()),
+                ("job_id", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
             ],
             options={
-                'db_table': 'pgjobs_schedule_fire',
-                'ordering': ['-fire_time'],
-                'constraints': [models.UniqueConstraint(fields=('schedule', 'fire_time'), name='pgjobs_schedule_fire_once')],
+                "db_table": "pgjobs_schedule_fire",
+                "ordering": ["-fire_time"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("schedule", "fire_time"), name="pgjobs_schedule_fire_once"
+                    )
+                ],
             },
         ),
     ]

@@ -4,14 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_pgjobs', '0002_queue_controls_schedules'),
+        ("django_pgjobs", "0002_queue_controls_schedules"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(models.F('tenant_id'), models.OrderBy(models.F('priority'), descending=True), models.F('run_after'), models.F('id'), condition=models.Q(('status', 'PENDING'), ('tenant_id__isnull', False)), name='pgjobs_job_fair_idx'),
+            model_name="job",
+            index=models.Index(
+                models.F("tenant_id"),
+                models.OrderBy(models.F("priority"), descending=True),
+                models.F("run_after"),
+                models.F("id"),
+                condition=models.Q(("status", "PENDING"), ("tenant_id__isnull", False)),
+                name="pgjobs_job_fair_idx",
+            ),
         ),
     ]

@@ -4,82 +4,118 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_pgjobs', '0003_fair_share_index'),
+        ("django_pgjobs", "0003_fair_share_index"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='JobStatMinute',
+            name="JobStatMinute",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('minute', models.DateTimeField()),
-                ('queue', models.CharField(max_length=63)),
-                ('type', models.CharField(max_length=255)),
-                ('completed', models.BigIntegerField(db_default=0, default=0)),
-                ('failed', models.BigIntegerField(db_default=0, default=0)),
-                ('retried', models.BigIntegerField(db_default=0, default=0)),
-                ('duration_sum_ms', models.BigIntegerField(db_default=0, default=0)),
-                ('duration_hist', models.JSONField(blank=True, db_default=[], default=list)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("minute", models.DateTimeField()),
+                ("queue", models.CharField(max_length=63)),
+                ("type", models.CharField(max_length=255)),
+                ("completed", models.BigIntegerField(db_default=0, default=0)),
+                ("failed", models.BigIntegerField(db_default=0, default=0)),
+                ("retried", models.BigIntegerField(db_default=0, default=0)),
+                ("duration_sum_ms", models.BigIntegerField(db_default=0, default=0)),
+                ("duration_hist", models.JSONField(blank=True, db_default=[], default=list)),
             ],
             options={
-                'db_table': 'pgjobs_stat_minute',
-                'ordering': ['-minute'],
+                "db_table": "pgjobs_stat_minute",
+                "ordering": ["-minute"],
             },
         ),
         migrations.CreateModel(
-            name='QueueDepthSample',
+            name="QueueDepthSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sampled_at', models.DateTimeField()),
-                ('queue', models.CharField(max_length=63)),
-                ('due', models.BigIntegerField(help_text='PENDING jobs whose run_after has passed.')),
-                ('scheduled', models.BigIntegerField(help_text='PENDING jobs due later.')),
-                ('running', models.BigIntegerField()),
-                ('oldest_due_age_s', models.FloatField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("sampled_at", models.DateTimeField()),
+                ("queue", models.CharField(max_length=63)),
+                (
+                    "due",
+                    models.BigIntegerField(help_text="PENDING jobs whose run_after has passed."),
+                ),
+                ("scheduled", models.BigIntegerField(help_text="PENDING jobs due later.")),
+                ("running", models.BigIntegerField()),
+                ("oldest_due_age_s", models.FloatField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'pgjobs_depth_sample',
-                'ordering': ['-sampled_at'],
+                "db_table": "pgjobs_depth_sample",
+                "ordering": ["-sampled_at"],
             },
         ),
         migrations.CreateModel(
-            name='Dashboard',
-            fields=[
-            ],
+            name="Dashboard",
+            fields=[],
             options={
-                'verbose_name': 'dashboard',
-                'verbose_name_plural': 'dashboard',
-                'proxy': True,
-                'default_permissions': ('view',),
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "dashboard",
+                "verbose_name_plural": "dashboard",
+                "proxy": True,
+                "default_permissions": ("view",),
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('django_pgjobs.job',),
+            bases=("django_pgjobs.job",),
         ),
         migrations.AlterModelOptions(
-            name='job',
-            options={'ordering': ['-id'], 'permissions': [('retry_job', 'Can retry failed, cancelled or completed-with-errors jobs'), ('run_job_now', 'Can make scheduled or retrying jobs due now'), ('cancel_job', 'Can cancel pending or running jobs'), ('duplicate_job', 'Can enqueue a copy of a job')]},
+            name="job",
+            options={
+                "ordering": ["-id"],
+                "permissions": [
+                    ("retry_job", "Can retry failed, cancelled or completed-with-errors jobs"),
+                    ("run_job_now", "Can make scheduled or retrying jobs due now"),
+                    ("cancel_job", "Can cancel pending or running jobs"),
+                    ("duplicate_job", "Can enqueue a copy of a job"),
+                ],
+            },
         ),
         migrations.RemoveIndex(
-            model_name='job',
-            name='pgjobs_job_trace_idx',
+            model_name="job",
+            name="pgjobs_job_trace_idx",
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('trace_id__isnull', False)), fields=['trace_id'], name='pgjobs_job_trace_idx', opclasses=['varchar_pattern_ops']),
+            model_name="job",
+            index=models.Index(
+                condition=models.Q(("trace_id__isnull", False)),
+                fields=["trace_id"],
+                name="pgjobs_job_trace_idx",
+                opclasses=["varchar_pattern_ops"],
+            ),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('error__isnull', False), ('status__in', ('FAILED', 'COMPLETED_WITH_ERRORS', 'CANCELLED')), _connector='OR'), fields=['status', '-id'], name='pgjobs_job_problem_idx'),
+            model_name="job",
+            index=models.Index(
+                condition=models.Q(
+                    ("error__isnull", False),
+                    ("status__in", ("FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED")),
+                    _connector="OR",
+                ),
+                fields=["status", "-id"],
+                name="pgjobs_job_problem_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobstatminute',
-            constraint=models.UniqueConstraint(fields=('minute', 'queue', 'type'), name='pgjobs_stat_minute_key'),
+            model_name="jobstatminute",
+            constraint=models.UniqueConstraint(
+                fields=("minute", "queue", "type"), name="pgjobs_stat_minute_key"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='queuedepthsample',
-            constraint=models.UniqueConstraint(fields=('sampled_at', 'queue'), name='pgjobs_depth_sample_key'),
+            model_name="queuedepthsample",
+            constraint=models.UniqueConstraint(
+                fields=("sampled_at", "queue"), name="pgjobs_depth_sample_key"
+            ),
         ),
     ]

@@ -4,26 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_pgjobs', '0004_observability'),
+        ("django_pgjobs", "0004_observability"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='job',
-            name='pgjobs_job_queue_name',
+            model_name="job",
+            name="pgjobs_job_queue_name",
         ),
         migrations.RemoveConstraint(
-            model_name='queue',
-            name='pgjobs_queue_name_valid',
+            model_name="queue",
+            name="pgjobs_queue_name_valid",
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('queue__regex', '^[A-Za-z0-9_][A-Za-z0-9_.:-]*$')), name='pgjobs_job_queue_name'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("queue__regex", "^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")),
+                name="pgjobs_job_queue_name",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='queue',
-            constraint=models.CheckConstraint(condition=models.Q(('name__regex', '^[A-Za-z0-9_][A-Za-z0-9_.:-]*$')), name='pgjobs_queue_name_valid'),
+            model_name="queue",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("name__regex", "^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")),
+                name="pgjobs_queue_name_valid",
+            ),
         ),
     ]

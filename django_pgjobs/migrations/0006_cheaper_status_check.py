@@ -6,10 +6,14 @@ from django.db import migrations, models
 import django_pgjobs.models
 
 # The same rule as before, in a form PostgreSQL checks faster (see models.TextIn).
-NEW = ("\"status\"::text = ANY("
-       "'{PENDING,RUNNING,COMPLETED,COMPLETED_WITH_ERRORS,FAILED,CANCELLED}'::text[])")
-OLD = ("\"status\" IN ('PENDING', 'RUNNING', 'COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', "
-       "'CANCELLED')")
+NEW = (
+    '"status"::text = ANY('
+    "'{PENDING,RUNNING,COMPLETED,COMPLETED_WITH_ERRORS,FAILED,CANCELLED}'::text[])"
+)
+OLD = (
+    "\"status\" IN ('PENDING', 'RUNNING', 'COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', "
+    "'CANCELLED')"
+)
 
 
 def swap(condition: str) -> tuple[str, ...]:
@@ -26,7 +30,7 @@ class Migration(migrations.Migration):
     atomic = False  # each statement commits: the validation runs after the brief lock ends
 
     dependencies = [
-        ('django_pgjobs', '0005_cheaper_queue_name_check'),
+        ("django_pgjobs", "0005_cheaper_queue_name_check"),
     ]
 
     operations = [
@@ -34,17 +38,24 @@ class Migration(migrations.Migration):
             database_operations=[migrations.RunSQL(swap(NEW), reverse_sql=swap(OLD))],
             state_operations=[
                 migrations.RemoveConstraint(
-                    model_name='job',
-                    name='pgjobs_job_status_valid',
+                    model_name="job",
+                    name="pgjobs_job_status_valid",
                 ),
                 migrations.AddConstraint(
-                    model_name='job',
+                    model_name="job",
                     constraint=models.CheckConstraint(
-                        condition=django_pgjobs.models.TextIn('status', [
-                            'PENDING', 'RUNNING', 'COMPLETED', 'COMPLETED_WITH_ERRORS',
-                            'FAILED', 'CANCELLED',
-                        ]),
-                        name='pgjobs_job_status_valid',
+                        condition=django_pgjobs.models.TextIn(
+                            "status",
+                            [
+                                "PENDING",
+                                "RUNNING",
+                                "COMPLETED",
+                                "COMPLETED_WITH_ERRORS",
+                                "FAILED",
+                                "CANCELLED",
+                            ],
+                        ),
+                        name="pgjobs_job_status_valid",
                     ),
                 ),
             ],

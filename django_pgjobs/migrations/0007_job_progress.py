@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_pgjobs', '0006_cheaper_status_check'),
+        ("django_pgjobs", "0006_cheaper_status_check"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='progress',
+            model_name="job",
+            name="progress",
             field=models.JSONField(blank=True, null=True),
         ),
     ]

@@ -8,16 +8,18 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('django_pgjobs', '0008_job_unique_key_index'),
+        ("django_pgjobs", "0008_job_unique_key_index"),
     ]
 
     operations = [
         AddIndexConcurrently(
-            model_name='job',
+            model_name="job",
             index=models.Index(
                 condition=models.Q(
-                    ("status__in", ["FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"])),
-                fields=["status", "finished_at"], name="pgjobs_job_prune_idx",
+                    ("status__in", ["FAILED", "COMPLETED_WITH_ERRORS", "CANCELLED"])
+                ),
+                fields=["status", "finished_at"],
+                name="pgjobs_job_prune_idx",
             ),
         ),
     ]

@@ -6,13 +6,13 @@ class Migration(migrations.Migration):
     Nullable (no table rewrite); rows of older workers count with the LEASE_SECONDS setting."""
 
     dependencies = [
-        ('django_pgjobs', '0009_prune_index'),
+        ("django_pgjobs", "0009_prune_index"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='worker',
-            name='lease_seconds',
+            model_name="worker",
+            name="lease_seconds",
             field=models.FloatField(blank=True, null=True),
         ),
     ]

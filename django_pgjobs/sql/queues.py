@@ -32,16 +32,18 @@ class QueueInfo:
 def set_queue_paused(name: str, paused: bool, using: str | None = None) -> QueueInfo:
     """Pause (the claim stops taking the queue's jobs; running ones finish) or resume a queue."""
     with db.cursor(using) as cur:
-        cur.execute(_QUEUE_UPSERT, {"name": name, "paused": paused, "limit": None,
-                                    "set_limit": False})
+        cur.execute(
+            _QUEUE_UPSERT, {"name": name, "paused": paused, "limit": None, "set_limit": False}
+        )
         return QueueInfo(*cur.fetchone())
 
 
 def set_queue_limit(name: str, limit: int | None, using: str | None = None) -> QueueInfo:
     """At most ``limit`` jobs of the queue RUNNING at once across all workers (None: no limit)."""
     with db.cursor(using) as cur:
-        cur.execute(_QUEUE_UPSERT, {"name": name, "paused": None, "limit": limit,
-                                    "set_limit": True})
+        cur.execute(
+            _QUEUE_UPSERT, {"name": name, "paused": None, "limit": limit, "set_limit": True}
+        )
         return QueueInfo(*cur.fetchone())
 
 
@@ -85,8 +87,11 @@ def limited_queues(using: str | None = None) -> list[str]:
 def has_pending(name: str, using: str | None = None) -> bool:
     """Whether a PENDING job waits in the queue (walks the pending jobs: not for hot paths)."""
     with db.cursor(using) as cur:
-        cur.execute(f"SELECT EXISTS (SELECT 1 FROM {JOB_TABLE} WHERE status = {PENDING_SQL} "
-                    "AND queue = %s)", [name])
+        cur.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {JOB_TABLE} WHERE status = {PENDING_SQL} "
+            "AND queue = %s)",
+            [name],
+        )
         return bool(cur.fetchone()[0])
 
 

@@ -12,8 +12,10 @@ from ..tables import JOB_TABLE, SCHEDULE_FIRE_TABLE
 
 def count_prunable(*, status: str, cutoff: datetime, using: str | None = None) -> int:
     with db.cursor(using) as cur:
-        cur.execute(f"SELECT count(*) FROM {JOB_TABLE} WHERE status = %s AND finished_at < %s",
-                    [status, cutoff])
+        cur.execute(
+            f"SELECT count(*) FROM {JOB_TABLE} WHERE status = %s AND finished_at < %s",
+            [status, cutoff],
+        )
         return cur.fetchone()[0]
 
 
@@ -26,8 +28,9 @@ def prune_fires(cutoff: datetime, *, batch: int, max_batches: int, using: str | 
     return _delete_batches(_PRUNE_FIRES, cutoff, batch, max_batches, using)
 
 
-def _delete_batches(sql: str, cutoff: datetime, batch: int, max_batches: int,
-                    using: str | None) -> int:
+def _delete_batches(
+    sql: str, cutoff: datetime, batch: int, max_batches: int, using: str | None
+) -> int:
     total = 0
     with db.cursor(using) as cur:
         for _ in range(max_batches):

@@ -48,8 +48,9 @@ def upsert_minutes(rows: Sequence[dict[str, Any]], using: str | None = None) -> 
 def queues_of(job_ids: Sequence[int], using: str | None = None) -> dict[int, str]:
     """The queue of each job that still exists (reaped jobs join the counts by queue)."""
     with db.cursor(using) as cur:
-        cur.execute(f"SELECT id, queue FROM {JOB_TABLE} WHERE id = ANY(%s::bigint[])",
-                    [list(job_ids)])
+        cur.execute(
+            f"SELECT id, queue FROM {JOB_TABLE} WHERE id = ANY(%s::bigint[])", [list(job_ids)]
+        )
         return dict(cur.fetchall())
 
 
@@ -105,8 +106,9 @@ def prune(days: float, using: str | None = None) -> int:
     deleted = 0
     with db.cursor(using) as cur:
         for table, column in ((STAT_MINUTE_TABLE, "minute"), (DEPTH_SAMPLE_TABLE, "sampled_at")):
-            cur.execute(f"DELETE FROM {table} WHERE {column} < now() - %s * interval '1 day'",
-                        [days])
+            cur.execute(
+                f"DELETE FROM {table} WHERE {column} < now() - %s * interval '1 day'", [days]
+            )
             deleted += cur.rowcount
     return deleted
 
@@ -114,8 +116,11 @@ def prune(days: float, using: str | None = None) -> int:
 # --- reading ----------------------------------------------------------------------------------
 
 
-def minute_series(since: datetime, until: datetime, using: str | None = None,
-                  ) -> list[tuple[datetime, int, int, int]]:
+def minute_series(
+    since: datetime,
+    until: datetime,
+    using: str | None = None,
+) -> list[tuple[datetime, int, int, int]]:
     """(minute, completed, failed, retried) for every minute of [since, until), zeros included."""
     with db.cursor(using) as cur:
         cur.execute(
@@ -131,8 +136,11 @@ def minute_series(since: datetime, until: datetime, using: str | None = None,
         return [(r[0], int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()]
 
 
-def minute_rows(since: datetime, group_by: str, using: str | None = None,
-                ) -> list[tuple[Any, ...]]:
+def minute_rows(
+    since: datetime,
+    group_by: str,
+    using: str | None = None,
+) -> list[tuple[Any, ...]]:
     """(queue or type, completed, failed, retried, duration_sum_ms, duration_hist) of every
     rollup row since ``since``."""
     if group_by not in ("queue", "type"):
@@ -146,8 +154,10 @@ def minute_rows(since: datetime, group_by: str, using: str | None = None,
         return cur.fetchall()
 
 
-def depth_series(since: datetime, using: str | None = None,
-                 ) -> dict[str, list[tuple[datetime, int]]]:
+def depth_series(
+    since: datetime,
+    using: str | None = None,
+) -> dict[str, list[tuple[datetime, int]]]:
     """Due jobs per queue at each sample since ``since`` (0 where a queue had no row)."""
     with db.cursor(using) as cur:
         cur.execute(

@@ -16,8 +16,10 @@ class ScheduleState:
     run_now_requested: bool
 
 
-_STATES = (f"SELECT name, enabled, next_fire_time, run_now_requested FROM {SCHEDULE_TABLE} "
-           "WHERE name = ANY(%s::text[])")
+_STATES = (
+    f"SELECT name, enabled, next_fire_time, run_now_requested FROM {SCHEDULE_TABLE} "
+    "WHERE name = ANY(%s::text[])"
+)
 
 
 def states(names: list[str], using: str | None = None) -> dict[str, ScheduleState]:
@@ -50,12 +52,14 @@ def insert_fire(name: str, fire_time: datetime, using: str | None = None) -> int
     return None if row is None else row[0]
 
 
-def record_fire(fire_id: int, name: str, fire_time: datetime, job_id: int,
-                using: str | None = None) -> None:
+def record_fire(
+    fire_id: int, name: str, fire_time: datetime, job_id: int, using: str | None = None
+) -> None:
     """Link the fire row to its job; the schedule remembers its latest fire."""
     with db.cursor(using) as cur:
-        cur.execute(f"UPDATE {SCHEDULE_FIRE_TABLE} SET job_id = %s WHERE id = %s",
-                    [job_id, fire_id])
+        cur.execute(
+            f"UPDATE {SCHEDULE_FIRE_TABLE} SET job_id = %s WHERE id = %s", [job_id, fire_id]
+        )
         cur.execute(
             f"""UPDATE {SCHEDULE_TABLE}
                 SET last_job_id = CASE WHEN last_fire_time IS NULL OR last_fire_time <= %(t)s

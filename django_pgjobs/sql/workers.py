@@ -35,8 +35,15 @@ def _params(**extra: Any) -> dict[str, Any]:
 
 
 def upsert_worker(
-    *, worker_id: str, hostname: str, pid: int, queues: list[str], concurrency: int,
-    jobs_done: int, lease_seconds: float | None = None, using: str | None = None,
+    *,
+    worker_id: str,
+    hostname: str,
+    pid: int,
+    queues: list[str],
+    concurrency: int,
+    jobs_done: int,
+    lease_seconds: float | None = None,
+    using: str | None = None,
 ) -> None:
     with db.cursor(using) as cur:
         cur.execute(
@@ -81,8 +88,9 @@ _PRUNE_FORGOTTEN = f"""DELETE FROM {WORKER_TABLE} WHERE worker_id IN (
     LIMIT %(batch)s)"""
 
 
-def prune_forgotten(now: datetime, *, batch: int, max_batches: int,
-                    using: str | None = None) -> int:
+def prune_forgotten(
+    now: datetime, *, batch: int, max_batches: int, using: str | None = None
+) -> int:
     """Delete the rows of workers silent for FORGET_LEASES of their lease at ``now`` (killed,
     host lost: they never said goodbye); returns how many."""
     total = 0

@@ -49,8 +49,10 @@ REFUSED = (DataError, IntegrityError)  # the database refused the data, not the 
 
 _JOB_FMT = "%s#%s queue=%s attempt=%s/%s duration_ms=%s trace_id=%s"
 _SUCCESS_FMT = "%s " + _JOB_FMT  # the action, then the job
-_SUCCESS: dict[str, str] = {JobStatus.COMPLETED: "job.completed",  # logged at INFO, with this action
-            JobStatus.COMPLETED_WITH_ERRORS: "job.completed_with_errors"}
+_SUCCESS: dict[str, str] = {
+    JobStatus.COMPLETED: "job.completed",  # logged at INFO, with this action
+    JobStatus.COMPLETED_WITH_ERRORS: "job.completed_with_errors",
+}
 
 
 class Completer:
@@ -100,8 +102,12 @@ class Completer:
         """The database refused a batch (``refused``): write its outcomes one by one; one it
         refuses again becomes that job's failure, saying why."""
         batch = self.take()
-        logger.error("the database refused a batch of %s outcomes (%s); writing them one by one",
-                     len(batch), _one_line(refused), extra={"action": "worker.batch_refused"})
+        logger.error(
+            "the database refused a batch of %s outcomes (%s); writing them one by one",
+            len(batch),
+            _one_line(refused),
+            extra={"action": "worker.batch_refused"},
+        )
         written: set[int] = set()
         for item, completion in batch:
             if not completion.written and not item.job.lease_lost:
@@ -114,18 +120,33 @@ class Completer:
         except REFUSED as exc:
             outcome = ascii(c.error or c.result)[:2000]
             failure = Completion(
-                id=c.id, token=c.token, attempt=c.attempt, status=JobStatus.FAILED,
-                duration_ms=c.duration_ms, note="failed",
-                error=(f"the worker could not store this run's outcome ({_one_line(exc)}); "
-                       f"the outcome was {c.status}: {outcome}"),
+                id=c.id,
+                token=c.token,
+                attempt=c.attempt,
+                status=JobStatus.FAILED,
+                duration_ms=c.duration_ms,
+                note="failed",
+                error=(
+                    f"the worker could not store this run's outcome ({_one_line(exc)}); "
+                    f"the outcome was {c.status}: {outcome}"
+                ),
             )
             c.status, c.error, c.result, c.delay, c.run_at = (
-                failure.status, failure.error, None, None, None)
+                failure.status,
+                failure.error,
+                None,
+                None,
+                None,
+            )
         try:
             return queries.finalize([failure], using=self.using)
         except REFUSED as exc:  # left to the reaper once the lease expires
-            logger.error("job %s: its failure could not be stored either (%s)", c.id,
-                         _one_line(exc), extra={"action": "worker.outcome_lost", "job_id": c.id})
+            logger.error(
+                "job %s: its failure could not be stored either (%s)",
+                c.id,
+                _one_line(exc),
+                extra={"action": "worker.outcome_lost", "job_id": c.id},
+            )
             return set()
 
     def settle(self, batch: list[Finished], written: set[int]) -> None:
@@ -145,23 +166,30 @@ class Completer:
         for item, completion in batch:
             applied = completion.id in written
             if direct is not None and applied and completion.status in _SUCCESS:
-                lines.append(_SUCCESS_FMT % (_SUCCESS[completion.status],
-                                             *_job_args(item.job, completion)))
+                lines.append(
+                    _SUCCESS_FMT % (_SUCCESS[completion.status], *_job_args(item.job, completion))
+                )
             elif log_successes or not applied or completion.status not in _SUCCESS:
                 if lines:  # keep the lines in order (only the direct path collects them)
                     assert direct is not None
                     direct.write_messages(logger.name, logging.INFO, lines)
                     lines = []
                 _log_finished(item, completion, applied)
-            send_robust(signals.job_finished, sender=item.job.type, job=item.job,
-                        completion=completion, applied=applied)
+            send_robust(
+                signals.job_finished,
+                sender=item.job.type,
+                job=item.job,
+                completion=completion,
+                applied=applied,
+            )
         if lines:
             assert direct is not None
             direct.write_messages(logger.name, logging.INFO, lines)
 
 
-def write_with_claim(completions: list[Completion], **claim: Any
-                     ) -> tuple[set[int], list[ClaimedRow]]:
+def write_with_claim(
+    completions: list[Completion], **claim: Any
+) -> tuple[set[int], list[ClaimedRow]]:
     """Write ``completions`` in the producer's claim (``claim``: its arguments), one round trip:
     the ids written and the rows claimed."""
     return queries.finalize_and_claim(completions, **claim)
@@ -180,8 +208,12 @@ def send_robust(signal: Any, **kwargs: Any) -> None:
     """Send ``signal``; a receiver that raises is logged, and the others still run."""
     for receiver, result in signal.send_robust(**kwargs):
         if isinstance(result, Exception):
-            logger.error("a receiver of a django-pgjobs signal failed: %r", receiver,
-                         exc_info=result, extra={"action": "worker.receiver_error"})
+            logger.error(
+                "a receiver of a django-pgjobs signal failed: %r",
+                receiver,
+                exc_info=result,
+                extra={"action": "worker.receiver_error"},
+            )
 
 
 def _log_finished(item: InFlight, c: Completion, applied: bool) -> None:
@@ -189,8 +221,11 @@ def _log_finished(item: InFlight, c: Completion, applied: bool) -> None:
     extra = {"job_id": job.id, "job_type": job.type, "trace_id": job.trace_id}
     if not applied:
         logger.warning(
-            "job.lease_lost %s#%s: outcome %s discarded, the lease was lost", job.type,
-            job.id, c.status, extra={**extra, "action": "job.lease_lost"},
+            "job.lease_lost %s#%s: outcome %s discarded, the lease was lost",
+            job.type,
+            job.id,
+            c.status,
+            extra={**extra, "action": "job.lease_lost"},
         )
         return
     args = _job_args(job, c)
@@ -201,39 +236,63 @@ def _log_finished(item: InFlight, c: Completion, applied: bool) -> None:
             logger.info(_SUCCESS_FMT, action, *args, extra=extra)
         elif logger.isEnabledFor(logging.INFO):  # logger.info() without its search of the
             # stack for the caller (known: here), about a sixth of this line's cost
-            logger.handle(logger.makeRecord(
-                logger.name, logging.INFO, __file__, _SUCCESS_LINENO, _SUCCESS_FMT,
-                (action, *args), None, "_log_finished", extra,
-            ))
+            logger.handle(
+                logger.makeRecord(
+                    logger.name,
+                    logging.INFO,
+                    __file__,
+                    _SUCCESS_LINENO,
+                    _SUCCESS_FMT,
+                    (action, *args),
+                    None,
+                    "_log_finished",
+                    extra,
+                )
+            )
     elif c.status == JobStatus.CANCELLED:
         logger.warning(
             "job.cancelled " + _JOB_FMT + ": %s",  # noqa: G003 - constants
-            *args, _summary(c.error), extra={**extra, "action": "job.cancelled"},
+            *args,
+            _summary(c.error),
+            extra={**extra, "action": "job.cancelled"},
         )
     elif c.status == JobStatus.PENDING:
         when = f"at {c.run_at.isoformat()}" if c.run_at else f"in {c.delay or 0:.1f}s"
         logger.warning(
             "job.retry_scheduled " + _JOB_FMT + " retry %s: %s",  # noqa: G003 - constants
-            *args, when, _summary(c.error), extra={**extra, "action": "job.retry_scheduled"},
+            *args,
+            when,
+            _summary(c.error),
+            extra={**extra, "action": "job.retry_scheduled"},
         )
     else:
         logger.error(
             "job.failed " + _JOB_FMT + ": %s",  # noqa: G003 - constants
-            *args, _summary(c.error), extra={**extra, "action": "job.failed"},
+            *args,
+            _summary(c.error),
+            extra={**extra, "action": "job.failed"},
         )
 
 
 # The line the per-job success records name as theirs (_log_finished builds them itself),
 # unless a Logger class set by the project (logging.setLoggerClass) has its own info() or _log().
 _SUCCESS_LINENO = _log_finished.__code__.co_firstlineno
-_STOCK_LOGGER = (type(logger).info is logging.Logger.info
-                 and type(logger)._log is logging.Logger._log)
+_STOCK_LOGGER = (
+    type(logger).info is logging.Logger.info and type(logger)._log is logging.Logger._log
+)
 
 
 def _job_args(job: JobContext, c: Completion) -> tuple[Any, ...]:
     """_JOB_FMT's arguments."""
-    return (job.type, job.id, job.queue, job.attempts, job.max_attempts, c.duration_ms,
-            job.trace_id)
+    return (
+        job.type,
+        job.id,
+        job.queue,
+        job.attempts,
+        job.max_attempts,
+        c.duration_ms,
+        job.trace_id,
+    )
 
 
 def _summary(text: str | None) -> str:

@@ -29,8 +29,10 @@ class ConsoleFormatter(logging.Formatter):
             return super().formatTime(record, datefmt)
         second = int(record.created)
         if self._second[0] != second:
-            self._second = (second, time.strftime(self.default_time_format,
-                                                  self.converter(record.created)))
+            self._second = (
+                second,
+                time.strftime(self.default_time_format, self.converter(record.created)),
+            )
         return _MSEC_FORMAT % (self._second[1], record.msecs)
 
 
@@ -97,8 +99,13 @@ def direct_handler(logger: logging.Logger) -> ConsoleHandler | None:
         if node.filters or type(node) not in (logging.Logger, logging.RootLogger):
             return None
         for h in node.handlers:
-            if found is not None or type(h) is not ConsoleHandler or h.filters or (
-                    h.level > logging.INFO) or not _plain(h.formatter):
+            if (
+                found is not None
+                or type(h) is not ConsoleHandler
+                or h.filters
+                or (h.level > logging.INFO)
+                or not _plain(h.formatter)
+            ):
                 return None
             found = h
         if not node.propagate:
@@ -108,8 +115,12 @@ def direct_handler(logger: logging.Logger) -> ConsoleHandler | None:
 
 
 def _plain(formatter: logging.Formatter | None) -> bool:
-    return (type(formatter) is ConsoleFormatter and formatter._fmt == FORMAT
-            and formatter.datefmt is None and type(formatter._style) is logging.PercentStyle)
+    return (
+        type(formatter) is ConsoleFormatter
+        and formatter._fmt == FORMAT
+        and formatter.datefmt is None
+        and type(formatter._style) is logging.PercentStyle
+    )
 
 
 def setup(verbosity: int) -> None:

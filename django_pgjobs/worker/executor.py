@@ -136,8 +136,14 @@ def _execute_in_transaction(
 def outcome_of_return(job: JobContext, value: Any, duration_ms: int) -> Completion:
     """The Completion of a handler that returned ``value``."""
     patch, bad_result = _result_patch(value, job)
-    done = Completion(id=job.id, token=job.lease_text, attempt=job.attempts, status="",
-                      duration_ms=duration_ms, progress=job.progress_record())
+    done = Completion(
+        id=job.id,
+        token=job.lease_text,
+        attempt=job.attempts,
+        status="",
+        duration_ms=duration_ms,
+        progress=job.progress_record(),
+    )
     if bad_result is not None:
         done.status = JobStatus.FAILED
         done.error = bad_result
@@ -156,9 +162,16 @@ def outcome_of_error(
     if decision.problem:
         error = f"{error.rstrip()}\n[django-pgjobs] {storable_text(decision.problem)}"
     return Completion(
-        id=job.id, token=job.lease_text, attempt=job.attempts, status=decision.status,
-        error=error, duration_ms=duration_ms, delay=decision.delay, run_at=decision.run_at,
-        note=decision.note, progress=job.progress_record(),
+        id=job.id,
+        token=job.lease_text,
+        attempt=job.attempts,
+        status=decision.status,
+        error=error,
+        duration_ms=duration_ms,
+        delay=decision.delay,
+        run_at=decision.run_at,
+        note=decision.note,
+        progress=job.progress_record(),
     )
 
 
@@ -167,8 +180,10 @@ def _error_text(spec: HandlerSpec, exc: BaseException) -> str:
     try:
         return storable_text((spec.format_error or format_error)(exc))
     except Exception as bad:  # noqa: BLE001 - a formatter's bug must not lose the job
-        return storable_text(f"{format_error(exc)}\n[django-pgjobs] format_error failed: "
-                             f"{bad.__class__.__name__}: {bad}")
+        return storable_text(
+            f"{format_error(exc)}\n[django-pgjobs] format_error failed: "
+            f"{bad.__class__.__name__}: {bad}"
+        )
 
 
 def _open_transactions() -> set[str]:
@@ -184,7 +199,8 @@ def _reset_connections(keep: set[str] | None = None) -> None:
             continue
         if conn.in_atomic_block:
             logger.warning(
-                "a handler left a transaction open on %r; rolling it back", conn.alias,
+                "a handler left a transaction open on %r; rolling it back",
+                conn.alias,
                 extra={"action": "job.leaked_transaction"},
             )
             try:

@@ -28,8 +28,14 @@ logger = logging.getLogger("django_pgjobs.worker")
 
 
 class LeaseKeeper:
-    def __init__(self, worker_id: str, options: WorkerOptions, slots: Slots,
-                 finished: Callable[[InFlight, Completion], int], jobs_done: Callable[[], int]):
+    def __init__(
+        self,
+        worker_id: str,
+        options: WorkerOptions,
+        slots: Slots,
+        finished: Callable[[InFlight, Completion], int],
+        jobs_done: Callable[[], int],
+    ):
         self.worker_id = worker_id
         self.options = options
         self.slots = slots
@@ -52,26 +58,40 @@ class LeaseKeeper:
         """Record a timeout for each run past its deadline; its thread is abandoned."""
         for item in self.slots.abandon_overdue(now):
             exc = JobTimeout(
-                f"handler ran longer than its timeout of {item.spec.effective_timeout()}s")
-            self.finished(item, executor.outcome_of_error(
-                item.spec, item.job, exc, int((now - item.started_at) * 1000)))
+                f"handler ran longer than its timeout of {item.spec.effective_timeout()}s"
+            )
+            self.finished(
+                item,
+                executor.outcome_of_error(
+                    item.spec, item.job, exc, int((now - item.started_at) * 1000)
+                ),
+            )
 
     def until_lost(self, now: float) -> float:
         """Seconds until the first lease held runs out by our clock (inf: none held)."""
-        return max(0.0, min((i.job.lease_until for i in self.slots.all()
-                             if not i.job.lease_marked_lost), default=math.inf) - now)
+        return max(
+            0.0,
+            min(
+                (i.job.lease_until for i in self.slots.all() if not i.job.lease_marked_lost),
+                default=math.inf,
+            )
+            - now,
+        )
 
     def expire_unrenewed(self, now: float) -> None:
         """Mark lost the leases not renewed within their length, by our clock (see above):
         of every job held, its run ended or not (its outcome is not written yet)."""
-        expired = [i for i in self.slots.all()
-                   if i.job.lease_until <= now and not i.job.lease_marked_lost]
+        expired = [
+            i for i in self.slots.all() if i.job.lease_until <= now and not i.job.lease_marked_lost
+        ]
         for item in expired:
             item.job.lose_lease()
             logger.warning(
                 "job.lease_lost %s#%s: its lease was not renewed for %.1fs (the lease is %ss); "
-                "the handler sees job.lease_lost, its outcome will be discarded", item.job.type,
-                item.job.id, now - item.job.lease_until + self.options.lease_seconds,
+                "the handler sees job.lease_lost, its outcome will be discarded",
+                item.job.type,
+                item.job.id,
+                now - item.job.lease_until + self.options.lease_seconds,
                 self.options.lease_seconds,
                 extra={"action": "job.lease_lost", "job_id": item.job.id},
             )
@@ -94,12 +114,18 @@ class LeaseKeeper:
                     item.job.lose_lease()
                     logger.warning(
                         "job.lease_lost %s#%s: another worker or the reaper took it over; its "
-                        "outcome will be discarded", item.job.type, item.job.id,
+                        "outcome will be discarded",
+                        item.job.type,
+                        item.job.id,
                         extra={"action": "job.lease_lost", "job_id": item.job.id},
                     )
         workers.upsert_worker(
-            worker_id=self.worker_id, hostname=socket.gethostname(), pid=os.getpid(),
-            queues=o.queues or ["*"], concurrency=o.concurrency, jobs_done=self.jobs_done(),
-            lease_seconds=o.lease_seconds, using=o.using,
+            worker_id=self.worker_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            queues=o.queues or ["*"],
+            concurrency=o.concurrency,
+            jobs_done=self.jobs_done(),
+            lease_seconds=o.lease_seconds,
+            using=o.using,
         )
-

@@ -52,7 +52,12 @@ class Listener(threading.Thread):
     """
 
     def __init__(
-        self, *, alias: str, channel: str, queues: list[str] | None, wake: Callable[[], None],
+        self,
+        *,
+        alias: str,
+        channel: str,
+        queues: list[str] | None,
+        wake: Callable[[], None],
         application_name: str,
     ):
         super().__init__(name="pgjobs-listener", daemon=True)
@@ -95,7 +100,8 @@ class Listener(threading.Thread):
             self._poke()
             gen, self._waiting = self._gen, True
             self._cv.wait_for(
-                lambda: self._ready == gen or self._rung or not self.connected.is_set(), timeout)
+                lambda: self._ready == gen or self._rung or not self.connected.is_set(), timeout
+            )
             self._waiting = False
             if self._ready == gen:
                 self._reported = gen
@@ -149,7 +155,9 @@ class Listener(threading.Thread):
                     break
                 logger.warning(
                     "listener connection lost (%s: %s); polling until it is back, retry in %.1fs",
-                    exc.__class__.__name__, " ".join(str(exc).split())[:200], delay,
+                    exc.__class__.__name__,
+                    " ".join(str(exc).split())[:200],
+                    delay,
                     exc_info=not isinstance(exc, psycopg.Error),
                     extra={"action": "worker.listener_down"},
                 )
@@ -232,8 +240,11 @@ class Listener(threading.Thread):
 
     def _check(self, pg: pq.abc.PGconn) -> None:
         """The connection answers, and still listens to our channel."""
-        listening = self._query(pg, b"SELECT $1 = ANY(ARRAY(SELECT pg_listening_channels()))",
-                                self.channel.encode("utf-8"))
+        listening = self._query(
+            pg,
+            b"SELECT $1 = ANY(ARRAY(SELECT pg_listening_channels()))",
+            self.channel.encode("utf-8"),
+        )
         if listening != b"t":
             raise ListenerDead(f"the connection no longer listens to {self.channel!r}")
 

@@ -61,8 +61,9 @@ class Worker:
         self.options = o = options or WorkerOptions.from_settings()
         if o.concurrency < 1 or o.batch_size < 1 or o.prefetch < 0:
             raise ValueError("concurrency and batch_size must be >= 1, prefetch >= 0")
-        self.worker_id = (o.worker_id
-                          or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
+        self.worker_id = (
+            o.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )
         self.using = o.using
         self.session = Session(self.worker_id, o.using, o.inline)  # tags, keepalives, plans
         self.slots = Slots()
@@ -70,8 +71,9 @@ class Worker:
         self.completer = Completer(self.slots, self.recorder, o.using)
         self.handoff: Handoff[InFlight] = Handoff()  # claimed jobs -> executor threads
         self.producer = Producer(self.worker_id, o, self.slots, self.handoff, self.completer.put)
-        self.leases = LeaseKeeper(self.worker_id, o, self.slots, self.completer.put,
-                                  lambda: self.completer.total)
+        self.leases = LeaseKeeper(
+            self.worker_id, o, self.slots, self.completer.put, lambda: self.completer.total
+        )
         self.services = ServiceRunner(maintenance.services_for(o, self.recorder, self._limited))
         self._wake = threading.Event()
         self.progress = ProgressWriter(o.using, self.wake)
@@ -85,14 +87,28 @@ class Worker:
         self.policy = ErrorPolicy(o.using)  # database errors: backoff, outage, give up
         self._pause = 0.0  # after an unexpected error
         self.waiter = Waiter(
-            poll_interval=o.poll_interval, refill=min(o.batch_size, o.concurrency),
-            wake=self._wake, stopping=self._stopping, slots=self.slots, completer=self.completer,
-            producer=self.producer, leases=self.leases, progress=self.progress,
-            handoff=self.handoff, claim_once=self.run_once)
+            poll_interval=o.poll_interval,
+            refill=min(o.batch_size, o.concurrency),
+            wake=self._wake,
+            stopping=self._stopping,
+            slots=self.slots,
+            completer=self.completer,
+            producer=self.producer,
+            leases=self.leases,
+            progress=self.progress,
+            handoff=self.handoff,
+            claim_once=self.run_once,
+        )
         self.runner = Runner(  # the executor threads
-            slots=self.slots, handoff=self.handoff, completer=self.completer,
-            progress=self.progress, waiter=self.waiter, wake=self._wake.set, using=o.using,
-            inline=o.inline)
+            slots=self.slots,
+            handoff=self.handoff,
+            completer=self.completer,
+            progress=self.progress,
+            waiter=self.waiter,
+            wake=self._wake.set,
+            using=o.using,
+            inline=o.inline,
+        )
         self.exit_code = 0
         self.last_step_at = time.monotonic()  # /livez: the loop keeps stepping
 
@@ -172,8 +188,7 @@ class Worker:
             self.completer.write(batch)
             batch = []
             claimed = self.producer.claim_limited(min(free, limit))
-        written, rows = self.producer.finalize_and_claim(
-            Completer.to_write(batch), limit - claimed)
+        written, rows = self.producer.finalize_and_claim(Completer.to_write(batch), limit - claimed)
         if batch:
             self.completer.settle(batch, written)
         self.producer.dispatch(rows)
@@ -201,13 +216,17 @@ class Worker:
             listen = pooler.check_at_start(self.using, listen=listen, poll_interval=o.poll_interval)
         if listen:
             self._listener = Listener(
-                alias=self.using, channel=conf.get("NOTIFY_CHANNEL"), queues=o.queues,
-                wake=self.wake, application_name=self.session.app_name("listen"),
+                alias=self.using,
+                channel=conf.get("NOTIFY_CHANNEL"),
+                queues=o.queues,
+                wake=self.wake,
+                application_name=self.session.app_name("listen"),
             )
             self._listener.start()
             self.waiter.listener = self._listener
-        signals.job_reaped.connect(self.recorder.on_reaped, weak=False,
-                                   dispatch_uid=("pgjobs.worker", id(self)))
+        signals.job_reaped.connect(
+            self.recorder.on_reaped, weak=False, dispatch_uid=("pgjobs.worker", id(self))
+        )
         self.services.run_now(FIRST_SERVICES)  # capped queues known, crashed work rescued
         if not o.inline:
             self.services.start()
@@ -230,12 +249,21 @@ class Worker:
         idle = len(self.slots) == 0 and self.completer.idle()
         if o.max_jobs is not None and self.claimed_total >= o.max_jobs and idle:
             return True
-        if (o.burst and idle and not self.producer.last_claim_full and not self.policy.backoff
-                and not self._pause):
+        if (
+            o.burst
+            and idle
+            and not self.producer.last_claim_full
+            and not self.policy.backoff
+            and not self._pause
+        ):
             # Nothing in flight and the last claim came back short: is anything still due?
             # (Not knowable while the database fails: then back off and ask again.)
-            return (self.run_once() == 0 and len(self.slots) == 0 and not self.policy.backoff
-                    and not self._pause)
+            return (
+                self.run_once() == 0
+                and len(self.slots) == 0
+                and not self.policy.backoff
+                and not self._pause
+            )
         return False
 
     def _wait(self) -> None:
@@ -248,7 +276,8 @@ class Worker:
         if self.slots.zombies >= self.options.concurrency and not self._stopping.is_set():
             logger.error(
                 "every executor thread is stuck in a handler that timed out: stopping so that a "
-                "supervisor restarts this worker", extra={"action": "worker.stuck"},
+                "supervisor restarts this worker",
+                extra={"action": "worker.stuck"},
             )
             self.exit_code = 3
             self.stop()
@@ -267,15 +296,20 @@ class Worker:
         if self._stop_error_logged:
             return
         self._stop_error_logged = True
-        logger.warning("database error while stopping (%s: %s): anything this worker still held "
-                       "is rescued by the reaper when its lease expires",
-                       exc.__class__.__name__, _one_line(exc, 300),
-                       extra={"action": "worker.stop_db_error"})
+        logger.warning(
+            "database error while stopping (%s: %s): anything this worker still held "
+            "is rescued by the reaper when its lease expires",
+            exc.__class__.__name__,
+            _one_line(exc, 300),
+            extra={"action": "worker.stop_db_error"},
+        )
 
     def _on_db_back(self) -> None:
-        logger.warning("database reachable again after %.1fs",
-                       self.policy.recovered(time.monotonic()) or 0.0,
-                       extra={"action": "worker.db_back"})
+        logger.warning(
+            "database reachable again after %.1fs",
+            self.policy.recovered(time.monotonic()) or 0.0,
+            extra={"action": "worker.db_back"},
+        )
 
     def _give_up(self, exc: BaseException) -> bool:
         """A burst worker stops once the database stayed unreachable for give_up_after
@@ -297,8 +331,12 @@ class Worker:
 
     def _on_step_error(self, exc: Exception) -> None:
         self._pause = STEP_ERROR_PAUSE
-        logger.error("unexpected error in the worker loop; going on in %.1fs", self._pause,
-                     exc_info=exc, extra={"action": "worker.step_error"})
+        logger.error(
+            "unexpected error in the worker loop; going on in %.1fs",
+            self._pause,
+            exc_info=exc,
+            extra={"action": "worker.step_error"},
+        )
 
     def _guarded(self, fn: Any) -> None:
         """``fn()`` under the loop's error policy."""
@@ -319,25 +357,35 @@ class Worker:
         if self._signals_seen == 1:
             logger.warning(
                 "received %s: finishing running jobs (up to %ss); send it again to exit at once",
-                signal.Signals(signum).name, self.options.shutdown_timeout,
+                signal.Signals(signum).name,
+                self.options.shutdown_timeout,
                 extra={"action": "worker.stopping"},
             )
             self.stop()
             return
         name = signal.Signals(signum).name
-        logger.error("received %s again: releasing the jobs this worker holds, then exiting",
-                     name, extra={"action": "worker.killed"})
-        last_release.release_held(self.slots, self.using,
-                                  reason=f"interrupted: worker {self.worker_id} received {name} "
-                                  "twice")
+        logger.error(
+            "received %s again: releasing the jobs this worker holds, then exiting",
+            name,
+            extra={"action": "worker.killed"},
+        )
+        last_release.release_held(
+            self.slots,
+            self.using,
+            reason=f"interrupted: worker {self.worker_id} received {name} twice",
+        )
         os._exit(128 + signum)
 
     def _log_started(self) -> None:
         o, types = self.options, self.producer.types
         logger.info(
-            "worker %s started: queues=%s concurrency=%s batch=%s types=%s", self.worker_id,
-            ",".join(o.queues) if o.queues else "*", o.concurrency, o.batch_size,
-            ",".join(sorted(types)), extra={"action": "worker.started"},
+            "worker %s started: queues=%s concurrency=%s batch=%s types=%s",
+            self.worker_id,
+            ",".join(o.queues) if o.queues else "*",
+            o.concurrency,
+            o.batch_size,
+            ",".join(sorted(types)),
+            extra={"action": "worker.started"},
         )
         if not types:
             logger.warning(
@@ -351,15 +399,23 @@ def log_gave_up(down_for: float, exc: BaseException, give_up_after: float) -> No
     """The verdict of a burst worker that gives up on the database (exit code 4)."""
     logger.error(
         "the database stayed unreachable for %.0fs (%s: %s): giving up, due jobs may be "
-        "left (runjobs --burst --give-up-after %g)", down_for, exc.__class__.__name__,
-        _one_line(exc, 300), give_up_after, extra={"action": "worker.gave_up"},
+        "left (runjobs --burst --give-up-after %g)",
+        down_for,
+        exc.__class__.__name__,
+        _one_line(exc, 300),
+        give_up_after,
+        extra={"action": "worker.gave_up"},
     )
 
 
 def log_db_error(exc: BaseException, retry_in: float) -> None:
-    logger.error("database error in the worker loop (%s: %s); retrying in %.2fs",
-                 exc.__class__.__name__, _one_line(exc, 500), retry_in,
-                 extra={"action": "worker.db_error"})
+    logger.error(
+        "database error in the worker loop (%s: %s); retrying in %.2fs",
+        exc.__class__.__name__,
+        _one_line(exc, 500),
+        retry_in,
+        extra={"action": "worker.db_error"},
+    )
 
 
 def _one_line(exc: BaseException, limit: int) -> str:

@@ -1,13 +1,13 @@
 """The worker's maintenance services, one class per concern (services.py runs them).
 
-    reaper          RUNNING jobs whose lease expired -> PENDING (the type's backoff) or FAILED
-    queue_controls  which of our queues have a cluster-wide cap (the producer claims them apart)
-    rollup_flush    the dashboard's per-minute counts, one upsert
-    scheduler       cron ticks due -> jobs (each tick once, by unique constraint)
-    pruner          finished jobs past their retention, in small batches
-    depth_sample    queue depth once a minute for the cluster (one worker per minute)
-    rollup_prune    rollup rows past ROLLUP_RETENTION_DAYS (one worker at a time)
-    unknown_types   due jobs of types this worker does not know: logged once per type
+reaper          RUNNING jobs whose lease expired -> PENDING (the type's backoff) or FAILED
+queue_controls  which of our queues have a cluster-wide cap (the producer claims them apart)
+rollup_flush    the dashboard's per-minute counts, one upsert
+scheduler       cron ticks due -> jobs (each tick once, by unique constraint)
+pruner          finished jobs past their retention, in small batches
+depth_sample    queue depth once a minute for the cluster (one worker per minute)
+rollup_prune    rollup rows past ROLLUP_RETENTION_DAYS (one worker at a time)
+unknown_types   due jobs of types this worker does not know: logged once per type
 """
 
 from __future__ import annotations
@@ -48,14 +48,23 @@ class Reaper(Service):
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
         counts = {"rescued": 0, "failed": 0}
-        rescued = queries.reap(reaped_fate, limit=self.limit, now=now,
-                               known_types=registry.registered_types(),
-                               grace=FOREIGN_GRACE * self.interval, using=self.using)
+        rescued = queries.reap(
+            reaped_fate,
+            limit=self.limit,
+            now=now,
+            known_types=registry.registered_types(),
+            grace=FOREIGN_GRACE * self.interval,
+            using=self.using,
+        )
         for job_id, job_type, status, attempts, max_attempts in rescued:
             counts["failed" if status == "FAILED" else "rescued"] += 1
             logger.warning(
-                "job.reaped %s#%s: lease expired during attempt %s/%s -> %s", job_type, job_id,
-                attempts, max_attempts, status,
+                "job.reaped %s#%s: lease expired during attempt %s/%s -> %s",
+                job_type,
+                job_id,
+                attempts,
+                max_attempts,
+                status,
                 extra={"action": "job.reaped", "job_id": job_id, "job_type": job_type},
             )
             send_robust(signals.job_reaped, sender=job_type, job_id=job_id, status=status)
@@ -75,15 +84,19 @@ class QueueControls(Service):
     name = "queue_controls"
     interval = CONTROLS_REFRESH
 
-    def __init__(self, using: str, queues: list[str] | None,
-                 publish: Callable[[list[str]], None]) -> None:
+    def __init__(
+        self, using: str, queues: list[str] | None, publish: Callable[[list[str]], None]
+    ) -> None:
         super().__init__(using)
         self.queues = queues
         self.publish = publish
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
-        limited = [q for q in queues.limited_queues(using=self.using)
-                   if self.queues is None or q in self.queues]
+        limited = [
+            q
+            for q in queues.limited_queues(using=self.using)
+            if self.queues is None or q in self.queues
+        ]
         self.publish(limited)
         return {"limited": len(limited)}
 
@@ -174,14 +187,18 @@ class UnknownTypes(Service):
             logger.warning(
                 "job.unknown_type %s: %s due jobs of a type no handler of this worker knows; "
                 "they wait for a worker that registers it (deploy its handler, or cancel "
-                "them). %s", job_type, due, registry.REGISTER_HINT,
+                "them). %s",
+                job_type,
+                due,
+                registry.REGISTER_HINT,
                 extra={"action": "job.unknown_type", "job_type": job_type},
             )
         return {"types": len(found)}
 
 
-def services_for(options: WorkerOptions, recorder: rollup.Recorder,
-                 publish_limited: Callable[[list[str]], None]) -> list[Service]:
+def services_for(
+    options: WorkerOptions, recorder: rollup.Recorder, publish_limited: Callable[[list[str]], None]
+) -> list[Service]:
     """The services a worker with these options runs. A burst worker (and run_jobs()) only
     rescues, reads queue controls and flushes counts; cron, pruning and the rest are for
     long-lived ones."""

@@ -41,20 +41,26 @@ def check_at_start(using: str, *, listen: bool, poll_interval: float) -> bool:
         prepared = conf.get("PREPARED_STATEMENTS")
         logger.info(
             "database %r is reached through a connection pooler: prepared statements %s, "
-            "generic plans off, application_name left alone", using,
+            "generic plans off, application_name left alone",
+            using,
             "on (PREPARED_STATEMENTS = True)" if prepared is True else "off",
-            extra={"action": "worker.pooled"})
+            extra={"action": "worker.pooled"},
+        )
         if prepared is True:
             logger.warning(
                 "PGJOBS['PREPARED_STATEMENTS'] = True through a connection pooler: only PgBouncer "
                 ">= 1.21 with max_prepared_statements > 0 (or session mode) keeps them; else set "
                 "it to 'auto'. A refused statement turns them off for this process",
-                extra={"action": "worker.prepared_behind_pooler"})
+                extra={"action": "worker.prepared_behind_pooler"},
+            )
     if listen and listens_through_pooler(using):
         logger.warning(
             "LISTEN cannot work through a transaction pooler (database %r): polling every %ss "
             "instead. Set PGJOBS['LISTEN_DATABASE'] to a direct connection (an alias of "
-            "DATABASES or a libpq DSN) for instant wakeups (pgjobs.W002)", using, poll_interval,
-            extra={"action": "worker.listen_pooled"})
+            "DATABASES or a libpq DSN) for instant wakeups (pgjobs.W002)",
+            using,
+            poll_interval,
+            extra={"action": "worker.listen_pooled"},
+        )
         return False
     return listen

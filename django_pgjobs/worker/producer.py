@@ -32,8 +32,14 @@ HOLD_MAX = 0.5  # seconds prefetched jobs may wait while every thread is busy be
 
 
 class Producer:
-    def __init__(self, worker_id: str, options: WorkerOptions, slots: Slots,
-                 handoff: Handoff[InFlight], finished: Callable[[InFlight, Completion], int]):
+    def __init__(
+        self,
+        worker_id: str,
+        options: WorkerOptions,
+        slots: Slots,
+        handoff: Handoff[InFlight],
+        finished: Callable[[InFlight, Completion], int],
+    ):
         self.worker_id = worker_id
         self.options = options
         self.slots = slots
@@ -65,22 +71,33 @@ class Producer:
                 break
             self._claim_sent = time.monotonic()
             rows = queries.claim_limited(
-                queue=name, worker_id=self.worker_id, types=self.types, limit=free - claimed,
-                lease_seconds=o.lease_seconds, using=o.using,
+                queue=name,
+                worker_id=self.worker_id,
+                types=self.types,
+                limit=free - claimed,
+                lease_seconds=o.lease_seconds,
+                using=o.using,
             )
             self.dispatch(rows)
             claimed += len(rows)
         return claimed
 
-    def finalize_and_claim(self, completions: list[Completion], limit: int
-                           ) -> tuple[set[int], list[ClaimedRow]]:
+    def finalize_and_claim(
+        self, completions: list[Completion], limit: int
+    ) -> tuple[set[int], list[ClaimedRow]]:
         """Write ``completions`` and claim up to ``limit`` jobs, in one round trip."""
         o = self.options
         self._claim_sent = time.monotonic()
         written, rows = completer.write_with_claim(  # no round trip when there is nothing to do
-            completions, worker_id=self.worker_id, types=self.types, queues=o.queues,
-            limit=limit, lease_seconds=o.lease_seconds, fair=o.fair_share,
-            after_tenant=self._tenant_cursor, using=o.using,
+            completions,
+            worker_id=self.worker_id,
+            types=self.types,
+            queues=o.queues,
+            limit=limit,
+            lease_seconds=o.lease_seconds,
+            fair=o.fair_share,
+            after_tenant=self._tenant_cursor,
+            using=o.using,
         )
         if o.fair_share and limit > 0:  # next claim starts after the last tenant served
             tenants = [r.tenant_id for r in rows if r.tenant_id is not None]
@@ -99,9 +116,17 @@ class Producer:
         for row, item in zip(rows, items, strict=True):
             if row.config_error is not None:  # written by raw SQL: fail the job, run nothing
                 item.state = DONE
-                self.finished(item, Completion(
-                    id=row.id, token=row.lease_token, attempt=row.attempts,
-                    status=JobStatus.FAILED, error=row.config_error, note="failed"))
+                self.finished(
+                    item,
+                    Completion(
+                        id=row.id,
+                        token=row.lease_token,
+                        attempt=row.attempts,
+                        status=JobStatus.FAILED,
+                        error=row.config_error,
+                        note="failed",
+                    ),
+                )
             else:
                 handoff.append((row.type, item))
         self.handoff.put_many(handoff)
@@ -118,10 +143,18 @@ class Producer:
                 handler = handlers[row.type] = (spec, spec.effective_timeout())
             spec, timeout = handler
             job = JobContext(
-                id=row.id, type=row.type, queue=row.queue, priority=row.priority,
-                config=row.config, attempts=row.attempts, max_attempts=row.max_attempts,
-                trace_id=row.trace_id, tenant_id=row.tenant_id, created_at=row.created_at,
-                worker_id=self.worker_id, lease_token=row.lease_token,
+                id=row.id,
+                type=row.type,
+                queue=row.queue,
+                priority=row.priority,
+                config=row.config,
+                attempts=row.attempts,
+                max_attempts=row.max_attempts,
+                trace_id=row.trace_id,
+                tenant_id=row.tenant_id,
+                created_at=row.created_at,
+                worker_id=self.worker_id,
+                lease_token=row.lease_token,
                 cancel_requested=row.cancel_requested,
                 lease_until=self._claim_sent + self.options.lease_seconds,
             )
@@ -159,7 +192,9 @@ class Producer:
         if n:
             logger.info(
                 "released %s claimed jobs that waited %.1fs for a thread: every thread is busy",
-                n, waited, extra={"action": "worker.released_held"},
+                n,
+                waited,
+                extra={"action": "worker.released_held"},
             )
 
     def give_back(self, items: list[InFlight], *, reason: str) -> int:
@@ -169,8 +204,11 @@ class Producer:
         if not released:
             return 0
         try:
-            queries.release([(i.job.id, i.job.lease_text) for i in released], reason=reason,
-                            using=self.options.using)
+            queries.release(
+                [(i.job.id, i.job.lease_text) for i in released],
+                reason=reason,
+                using=self.options.using,
+            )
         except BaseException:
             self.slots.unrelease(released)
             raise

@@ -41,8 +41,11 @@ class ProgressWriter:
         with self._lock:
             jobs, self._dirty = list(self._dirty.values()), {}
         # A job whose outcome was handed over (progress detached) sends its last value with it.
-        reports = [(j.id, j.lease_text, j.progress_record(now)) for j in jobs
-                   if j.progress_attached and not j.lease_marked_lost]
+        reports = [
+            (j.id, j.lease_text, j.progress_record(now))
+            for j in jobs
+            if j.progress_attached and not j.lease_marked_lost
+        ]
         self._next = now + WRITE_INTERVAL
         if not reports:
             return

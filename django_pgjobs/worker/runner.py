@@ -23,9 +23,18 @@ logger = logging.getLogger("django_pgjobs.worker")
 
 
 class Runner:
-    def __init__(self, *, slots: Slots, handoff: Handoff[InFlight], completer: Completer,
-                 progress: ProgressWriter, waiter: Waiter, wake: Callable[[], None],
-                 using: str, inline: bool) -> None:
+    def __init__(
+        self,
+        *,
+        slots: Slots,
+        handoff: Handoff[InFlight],
+        completer: Completer,
+        progress: ProgressWriter,
+        waiter: Waiter,
+        wake: Callable[[], None],
+        using: str,
+        inline: bool,
+    ) -> None:
         self.slots = slots
         self.handoff = handoff
         self.completer = completer
@@ -57,16 +66,29 @@ class Runner:
         try:
             if logger.isEnabledFor(logging.DEBUG):  # at INFO the one line per job is its outcome
                 logger.debug(
-                    "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s", job.type, job.id,
-                    job.queue, job.attempts, job.max_attempts, job.trace_id,
-                    extra={"action": "job.started", "job_id": job.id, "job_type": job.type,
-                           "trace_id": job.trace_id},
+                    "job.started %s#%s queue=%s attempt=%s/%s trace_id=%s",
+                    job.type,
+                    job.id,
+                    job.queue,
+                    job.attempts,
+                    job.max_attempts,
+                    job.trace_id,
+                    extra={
+                        "action": "job.started",
+                        "job_id": job.id,
+                        "job_type": job.type,
+                        "trace_id": job.trace_id,
+                    },
                 )
             send_robust(signals.job_started, sender=job.type, job=job)
             completion = executor.execute(item.spec, job, using=self.using, inline=self.inline)
         except Exception as exc:  # noqa: BLE001 - a bug of ours fails the job, not the thread
-            logger.exception("job %s#%s: the worker failed around its run", job.type, job.id,
-                             extra={"action": "worker.run_error", "job_id": job.id})
+            logger.exception(
+                "job %s#%s: the worker failed around its run",
+                job.type,
+                job.id,
+                extra={"action": "worker.run_error", "job_id": job.id},
+            )
             completion = executor.outcome_of_error(item.spec, job, exc, 0)
         self.handoff.ran(job.type, time.monotonic() - item.started_at)
         if not self.slots.finish(item):  # timed out: its outcome is written already

@@ -115,12 +115,19 @@ class ServiceRunner:
             now = time.monotonic()
             delay = policy.failed(now)
             self._due[name] = now + min(delay, service.interval)
-            logger.warning("maintenance service %s: database error (%s: %s); retrying in %.1fs",
-                           name, exc.__class__.__name__, " ".join(str(exc).split())[:300],
-                           delay, extra={"action": "worker.service_db_error"})
+            logger.warning(
+                "maintenance service %s: database error (%s: %s); retrying in %.1fs",
+                name,
+                exc.__class__.__name__,
+                " ".join(str(exc).split())[:300],
+                delay,
+                extra={"action": "worker.service_db_error"},
+            )
             policy.close_connection()
         except Exception:
             self._due[name] = time.monotonic() + service.next_wait()
-            logger.exception("maintenance service %s failed; retried at its next interval",
-                             name, extra={"action": "worker.service_error"})
-
+            logger.exception(
+                "maintenance service %s failed; retried at its next interval",
+                name,
+                extra={"action": "worker.service_error"},
+            )

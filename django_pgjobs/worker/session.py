@@ -48,8 +48,13 @@ class Session:
 
     def _tag_connection(self, sender: Any, connection: Any, **kwargs: Any) -> None:
         thread = threading.current_thread()
-        role = ("main" if thread is threading.main_thread()
-                else "services" if thread.name == "pgjobs-services" else "exec")
+        role = (
+            "main"
+            if thread is threading.main_thread()
+            else "services"
+            if thread.name == "pgjobs-services"
+            else "exec"
+        )
         try:
             db.tag_session(connection, self.app_name(role))
         except DatabaseError:  # pragma: no cover - tagging is best effort

@@ -50,7 +50,9 @@ def stop_gracefully(w: Worker) -> None:
     _with_db_retry(w, lambda: workers.delete_worker(w.worker_id, using=w.using), 2)
     w.session.close()
     logger.info(
-        "worker %s stopped: %s jobs finished", w.worker_id, w.finished_total,
+        "worker %s stopped: %s jobs finished",
+        w.worker_id,
+        w.finished_total,
         extra={"action": "worker.stopped"},
     )
 
@@ -89,7 +91,8 @@ def _release_running(w: Worker) -> None:
             using=w.using,
         )
         logger.warning(
-            "released %s jobs still running after the shutdown timeout: %s", len(stuck),
+            "released %s jobs still running after the shutdown timeout: %s",
+            len(stuck),
             ", ".join(f"{i.job.type}#{i.job.id}" for i in stuck),
             extra={"action": "worker.released_running"},
         )

@@ -87,8 +87,9 @@ class Slots:
         """Seconds until the first timeout of a running job (inf: none)."""
         if not self.timed:
             return math.inf
-        deadlines = [i.deadline for i in self.all()
-                     if i.deadline is not None and i.state == STARTED]
+        deadlines = [
+            i.deadline for i in self.all() if i.deadline is not None and i.state == STARTED
+        ]
         return max(0.0, min(deadlines) - now) if deadlines else math.inf
 
     def abandon_overdue(self, now: float) -> list[InFlight]:

@@ -34,8 +34,10 @@ def _escaped(value: Any) -> Any:
     if isinstance(value, str):
         return storable_text(value)
     if isinstance(value, dict):
-        return {storable_text(str(k)) if isinstance(k, str) else k: _escaped(v)
-                for k, v in value.items()}
+        return {
+            storable_text(str(k)) if isinstance(k, str) else k: _escaped(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_escaped(v) for v in value]
     return value

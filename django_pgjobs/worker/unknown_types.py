@@ -23,8 +23,12 @@ class BurstReport:
         for job_type, due in self._found():
             logger.warning(
                 "job.unknown_type %s: %s due jobs of a type no handler of this worker knows; "
-                "this burst leaves them pending. %s", job_type, due, registry.REGISTER_HINT,
-                extra={"action": "job.unknown_type", "job_type": job_type})
+                "this burst leaves them pending. %s",
+                job_type,
+                due,
+                registry.REGISTER_HINT,
+                extra={"action": "job.unknown_type", "job_type": job_type},
+            )
         self.first_done = True
 
     def at_end(self) -> None:
@@ -32,14 +36,19 @@ class BurstReport:
         try:
             found = self._found()
         except DatabaseError as exc:
-            logger.warning("could not look for due jobs of unknown types (%s)", exc,
-                           extra={"action": "worker.unknown_types_error"})
+            logger.warning(
+                "could not look for due jobs of unknown types (%s)",
+                exc,
+                extra={"action": "worker.unknown_types_error"},
+            )
             return
         if found:
             logger.warning(
                 "left pending: due jobs of types no handler of this worker knows: %s. %s",
-                ", ".join(f"{t} ({n})" for t, n in found), registry.REGISTER_HINT,
-                extra={"action": "worker.unknown_types_left"})
+                ", ".join(f"{t} ({n})" for t, n in found),
+                registry.REGISTER_HINT,
+                extra={"action": "worker.unknown_types_left"},
+            )
 
     def _found(self) -> list[tuple[str, int]]:
         from ..health_checks import unknown_due_types

@@ -39,10 +39,21 @@ NAP = 0.005  # seconds an idle worker whose last claim found jobs waits before t
 
 
 class Waiter:
-    def __init__(self, *, poll_interval: float, refill: int, wake: threading.Event,
-                 stopping: threading.Event, slots: Slots, completer: Completer,
-                 producer: Producer, leases: LeaseKeeper, progress: ProgressWriter,
-                 handoff: Handoff[InFlight], claim_once: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        *,
+        poll_interval: float,
+        refill: int,
+        wake: threading.Event,
+        stopping: threading.Event,
+        slots: Slots,
+        completer: Completer,
+        producer: Producer,
+        leases: LeaseKeeper,
+        progress: ProgressWriter,
+        handoff: Handoff[InFlight],
+        claim_once: Callable[[], int],
+    ) -> None:
         self.poll_interval = poll_interval
         self.wake_event = wake
         self.stopping = stopping
@@ -85,8 +96,12 @@ class Waiter:
             # Idle until a run ends, a NOTIFY arrives, a stop, the next heartbeat or the poll
             # interval (what finds new jobs while the listener is disconnected).
             now = time.monotonic()
-            timeout = min(self.poll_interval, self.leases.until_due(now),
-                          self.progress.until_due(now), self.slots.until_deadline(now))
+            timeout = min(
+                self.poll_interval,
+                self.leases.until_due(now),
+                self.progress.until_due(now),
+                self.slots.until_deadline(now),
+            )
             if self._ring_me():
                 self.sleep(timeout)
             self.wake_event.clear()

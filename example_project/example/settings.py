@@ -63,8 +63,10 @@ LOGGING = {
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["trace"]}
     },
-    "loggers": {"django_pgjobs": {"handlers": ["console"], "level": "INFO"},
-                "shop": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {
+        "django_pgjobs": {"handlers": ["console"], "level": "INFO"},
+        "shop": {"handlers": ["console"], "level": "INFO"},
+    },
 }
 # Django's Tasks framework on the same queue: @task functions run on runjobs. Django 6.x ships
 # it as django.tasks; on Django 5.2 it is the django-tasks backport, an app of its own.
@@ -72,5 +74,9 @@ try:
     import django.tasks  # noqa: F401
 except ImportError:
     INSTALLED_APPS.append("django_tasks")
-TASKS = {"default": {"BACKEND": "django_pgjobs.backend.PgJobsBackend",
-                     "QUEUES": ["default", "emails", "imports"]}}
+TASKS = {
+    "default": {
+        "BACKEND": "django_pgjobs.backend.PgJobsBackend",
+        "QUEUES": ["default", "emails", "imports"],
+    }
+}

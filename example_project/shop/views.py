@@ -16,7 +16,8 @@ def create_order(request: HttpRequest) -> JsonResponse:
     """The order and its receipt job commit together (or neither exists)."""
     data = json.loads(request.body or b"{}")
     with transaction.atomic():
-        order = Order.objects.create(customer=data.get("customer", "anon"),
-                                     total_cents=int(data.get("total_cents", 0)))
+        order = Order.objects.create(
+            customer=data.get("customer", "anon"), total_cents=int(data.get("total_cents", 0))
+        )
         job = enqueue("send_receipt", {"order_id": order.pk})
     return JsonResponse({"order": order.pk, "job": job.id, "trace_id": job.trace_id})

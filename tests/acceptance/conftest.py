@@ -34,7 +34,9 @@ def invariants(transactional_db: None) -> Iterator[Invariants]:
 
 _DB_ERROR = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*?database error in the worker loop "
-    r"\((.*)\); retrying in ([0-9.]+)s", re.MULTILINE)
+    r"\((.*)\); retrying in ([0-9.]+)s",
+    re.MULTILINE,
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,11 @@ class DbError:
 def db_errors(output: str) -> list[DbError]:
     """Each `worker.db_error` line of a worker's output (runjobs' default log format)."""
     return [
-        DbError(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp(), m.group(2),
-                float(m.group(3)))
+        DbError(
+            datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp(),
+            m.group(2),
+            float(m.group(3)),
+        )
         for m in _DB_ERROR.finditer(output)
     ]
 
@@ -61,5 +66,5 @@ def assert_backs_off(errors: list[DbError]) -> None:
         waited = after.at - before.at
         assert waited >= before.delay * 0.9 - 0.05, (
             f"retried after {waited:.3f}s although it announced {before.delay}s: busy loop\n"
-            + "\n".join(f"+{e.at - errors[0].at:.3f}s delay={e.delay} {e.message}"
-                         for e in errors))
+            + "\n".join(f"+{e.at - errors[0].at:.3f}s delay={e.delay} {e.message}" for e in errors)
+        )

@@ -99,22 +99,30 @@ class Invariants:
         return self
 
     def violations(
-        self, *, drained: bool = True, min_lease: float = 1.0, timing: bool = True,
+        self,
+        *,
+        drained: bool = True,
+        min_lease: float = 1.0,
+        timing: bool = True,
         still_pending: Sequence[int] = (),
     ) -> list[str]:
         q = self.query
         found: list[str] = []
 
         if self.ids:
-            present = {r[0] for r in q("SELECT id FROM pgjobs_job WHERE id = ANY(%s)",
-                                       [sorted(self.ids)])}
+            present = {
+                r[0] for r in q("SELECT id FROM pgjobs_job WHERE id = ANY(%s)", [sorted(self.ids)])
+            }
             lost = sorted(self.ids - present)
             if lost:
                 found.append(f"lost jobs (enqueued, no longer in the table): {lost[:20]}")
         if drained:
-            left = q("SELECT id, type, status, attempts FROM pgjobs_job "
-                     "WHERE status IN ('PENDING', 'RUNNING') AND NOT (id = ANY(%s)) "
-                     "ORDER BY id LIMIT 20", [list(still_pending)])
+            left = q(
+                "SELECT id, type, status, attempts FROM pgjobs_job "
+                "WHERE status IN ('PENDING', 'RUNNING') AND NOT (id = ANY(%s)) "
+                "ORDER BY id LIMIT 20",
+                [list(still_pending)],
+            )
             if left:
                 found.append(f"not drained: jobs still PENDING/RUNNING: {left}")
         if not q("SELECT 1 FROM pg_constraint WHERE conname = 'execution_once_per_attempt'"):
@@ -128,21 +136,28 @@ class Invariants:
                 )
         rows = q(_COMPLETED_NOT_BY_LAST_ATTEMPT)
         if rows:
-            found.append(f"COMPLETED jobs not finished by their last attempt "
-                         f"(job, attempts, runs): {rows}")
+            found.append(
+                f"COMPLETED jobs not finished by their last attempt (job, attempts, runs): {rows}"
+            )
         rows = q(_RUN_ABOVE_ATTEMPTS)
         if rows:
             found.append(f"runs numbered above the job's attempts (job, run, attempts): {rows}")
-        rows = q("SELECT id, attempts, max_attempts FROM pgjobs_job "
-                 "WHERE attempts > max_attempts LIMIT 20")
+        rows = q(
+            "SELECT id, attempts, max_attempts FROM pgjobs_job "
+            "WHERE attempts > max_attempts LIMIT 20"
+        )
         if rows:
             found.append(f"attempts > max_attempts: {rows}")
-        rows = q("SELECT id FROM pgjobs_job WHERE status = 'FAILED' "
-                 "AND (error IS NULL OR error = '') LIMIT 20")
+        rows = q(
+            "SELECT id FROM pgjobs_job WHERE status = 'FAILED' "
+            "AND (error IS NULL OR error = '') LIMIT 20"
+        )
         if rows:
             found.append(f"FAILED jobs without an error: {[r[0] for r in rows]}")
-        rows = q("SELECT id, status FROM pgjobs_job WHERE status NOT IN ('PENDING', 'RUNNING') "
-                 "AND (lease_token IS NOT NULL OR finished_at IS NULL) LIMIT 20")
+        rows = q(
+            "SELECT id, status FROM pgjobs_job WHERE status NOT IN ('PENDING', 'RUNNING') "
+            "AND (lease_token IS NOT NULL OR finished_at IS NULL) LIMIT 20"
+        )
         if rows:
             found.append(f"finished jobs still holding a lease or without finished_at: {rows}")
         delta = _deadlocks(q) - self.deadlocks_before

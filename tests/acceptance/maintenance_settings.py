@@ -10,7 +10,13 @@ PGJOBS = {
     "PRUNE_INTERVAL": 1.0,
     "RETENTION": {"COMPLETED": 1, "COMPLETED_WITH_ERRORS": 1, "FAILED": 1, "CANCELLED": 1},
     "SCHEDULES": {  # fires into a queue nobody consumes: the fires are the work, not the jobs
-        "catch-up": {"type": "test.noop", "cron": "* * * * * *", "timezone": "UTC",
-                     "queue": "fires", "catch_up": "all", "catch_up_window": 86400},
+        "catch-up": {
+            "type": "test.noop",
+            "cron": "* * * * * *",
+            "timezone": "UTC",
+            "queue": "fires",
+            "catch_up": "all",
+            "catch_up_window": 86400,
+        },
     },
 }

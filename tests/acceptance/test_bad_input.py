@@ -36,14 +36,20 @@ def nested(depth, leaf=None, kind=dict):
 # --- in the table already: never imported, never the worker's death --------------------------
 
 
-def test_raw_inserted_dotted_types_run_nothing_and_the_worker_keeps_going(start_worker,
-                                                                          invariants):
+def test_raw_inserted_dotted_types_run_nothing_and_the_worker_keeps_going(start_worker, invariants):
     marker = Path(tempfile.gettempdir()) / f"pgjobs-pwned-{uuid.uuid4().hex}"
-    evil = ["os.system", "subprocess.call", "builtins.exec", "django.core.management.call_command",
-            "django_pgjobs.queries.cancel"]
+    evil = [
+        "os.system",
+        "subprocess.call",
+        "builtins.exec",
+        "django.core.management.call_command",
+        "django_pgjobs.queries.cancel",
+    ]
     for job_type in evil:
-        sql("INSERT INTO pgjobs_job (type, config, priority) VALUES (%s, %s::jsonb, 100)",
-            [job_type, f'{{"command": "touch {marker}", "args": ["touch {marker}"]}}'])
+        sql(
+            "INSERT INTO pgjobs_job (type, config, priority) VALUES (%s, %s::jsonb, 100)",
+            [job_type, f'{{"command": "touch {marker}", "args": ["touch {marker}"]}}'],
+        )
     raw = [r[0] for r in sql("SELECT id FROM pgjobs_job ORDER BY id")]
     ok = enqueue_many("test.behave", [{"do": "ok"}] * 5)
     invariants.track(raw, ok)
@@ -51,13 +57,15 @@ def test_raw_inserted_dotted_types_run_nothing_and_the_worker_keeps_going(start_
     assert w.wait(timeout=60) == 0, w.output()
     assert not marker.exists()
     assert set(sql("SELECT type, status, attempts FROM pgjobs_job WHERE id = ANY(%s)", [raw])) == {
-        (t, "PENDING", 0) for t in evil}
+        (t, "PENDING", 0) for t in evil
+    }
     assert Job.objects.filter(id__in=ok, status=JobStatus.COMPLETED).count() == 5
     invariants.check(drained=True, still_pending=raw)
 
 
-def test_raw_inserted_config_python_cannot_decode_fails_its_job_not_the_worker(start_worker,
-                                                                               invariants):
+def test_raw_inserted_config_python_cannot_decode_fails_its_job_not_the_worker(
+    start_worker, invariants
+):
     """jsonb happily stores what enqueue refuses: 10,000 levels of nesting, a 5,000-digit
     integer, an array instead of an object. Each such job is failed with a clear error without
     running its handler; the worker and the other jobs go on."""
@@ -69,15 +77,19 @@ def test_raw_inserted_config_python_cannot_decode_fails_its_job_not_the_worker(s
     }
     ids = {}
     for name, config in bad.items():
-        ids[name] = sql_one("INSERT INTO pgjobs_job (type, config, priority) "
-                            "VALUES ('test.behave', %s::jsonb, 10) RETURNING id", [config])
+        ids[name] = sql_one(
+            "INSERT INTO pgjobs_job (type, config, priority) "
+            "VALUES ('test.behave', %s::jsonb, 10) RETURNING id",
+            [config],
+        )
     ok = enqueue_many("test.behave", [{"do": "ok"}] * 5)
     invariants.track(ids.values(), ok)
     w = start_worker("--burst", "--concurrency", "2", "-v", "1")
     assert w.wait(timeout=60) == 0, w.output()[-5000:]
     for name, job_id in ids.items():  # (the ORM cannot load such a config either)
         status, attempts, error = Job.objects.values_list("status", "attempts", "error").get(
-            pk=job_id)
+            pk=job_id
+        )
         assert (status, attempts) == (JobStatus.FAILED, 1), (name, status, error)
         assert "config" in error and "not run" in error, (name, error)
     assert not Execution.objects.filter(job_id__in=ids.values()).exists()
@@ -115,8 +127,18 @@ def refused_before_sql(call, error=EnqueueError, match=None):
         ({"operated_by": "user\ud800"}, "operated_by"),
         ({"unique_key": "k\udfff"}, "unique_key"),
     ],
-    ids=["surrogate-key", "surrogate-deep", "nul-key", "5000-digit-int", "-inf", "queue",
-         "trace_id", "tenant_id", "operated_by", "unique_key"],
+    ids=[
+        "surrogate-key",
+        "surrogate-deep",
+        "nul-key",
+        "5000-digit-int",
+        "-inf",
+        "queue",
+        "trace_id",
+        "tenant_id",
+        "operated_by",
+        "unique_key",
+    ],
 )
 def test_unencodable_input_is_refused_clearly(kwargs, match):
     config = kwargs.pop("config", {})
@@ -128,8 +150,10 @@ def test_unknown_type_with_a_surrogate_is_refused_clearly():
 
 
 def test_ten_megabyte_config_is_refused_before_sql():
-    message = refused_before_sql(lambda: enqueue("test.echo", {"blob": "x" * 10_000_000}),
-                                 match="over the 1,048,576-byte limit")
+    message = refused_before_sql(
+        lambda: enqueue("test.echo", {"blob": "x" * 10_000_000}),
+        match="over the 1,048,576-byte limit",
+    )
     assert "10,000,0" in message  # names the actual size
 
 
@@ -181,11 +205,21 @@ def test_settings_that_are_not_a_dict_are_refused(settings):
 
 
 def test_runjobs_with_invalid_settings_stops_at_the_checks_without_touching_the_database():
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PGJOBS_JSON='{"LEASE_SECONDS": -1}',
-               DATABASE_URL="postgres://nobody@127.0.0.1:1/unreachable")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        PGJOBS_JSON='{"LEASE_SECONDS": -1}',
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/unreachable",
+    )
     proc = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "django", "runjobs", "--settings", "tests.acceptance.bad_settings"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "pgjobs.E003" in proc.stderr and "LEASE_SECONDS" in proc.stderr
     assert "Traceback" not in proc.stderr and "connection" not in proc.stderr.lower()
@@ -202,7 +236,7 @@ def test_runjobs_with_invalid_settings_stops_at_the_checks_without_touching_the_
         (["--worker-id", ""], "worker id"),
         (["--worker-id", "a\nb"], "worker id"),
         (["--queues", "ok,bad queue"], "invalid queue name"),
-        (["--queues", "q\"; DROP TABLE pgjobs_job; --"], "invalid queue name"),
+        (["--queues", 'q"; DROP TABLE pgjobs_job; --'], "invalid queue name"),
     ],
 )
 def test_more_bad_flags_exit_2_without_touching_the_database(args, message):

@@ -30,8 +30,10 @@ def ran(job_id, attempt=None):
 
 
 def pgjobs_backends():
-    return sql("SELECT pid, application_name FROM pg_stat_activity "
-               "WHERE datname = current_database() AND application_name LIKE 'pgjobs:%%'")
+    return sql(
+        "SELECT pid, application_name FROM pg_stat_activity "
+        "WHERE datname = current_database() AND application_name LIKE 'pgjobs:%%'"
+    )
 
 
 def test_handler_exiting_hard_is_rescued_like_kill_9(start_worker, invariants):
@@ -44,8 +46,11 @@ def test_handler_exiting_hard_is_rescued_like_kill_9(start_worker, invariants):
     assert first.wait(timeout=60) == 17, first.output()
     assert status(crash.id) == JobStatus.RUNNING  # orphaned: nobody released it
     second = start_worker(*FAST, "--concurrency", "1")
-    eventually(lambda: not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists(),
-               timeout=30, message="queue drained after the rescue")
+    eventually(
+        lambda: not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists(),
+        timeout=30,
+        message="queue drained after the rescue",
+    )
     second.signal(signal.SIGTERM)
     assert second.wait(timeout=30) == 0, second.output()
     crash.refresh_from_db()
@@ -62,10 +67,13 @@ def test_start_stop_storm_leaves_no_orphan_and_no_connection(start_worker, invar
     ids = enqueue_many("test.behave", [{"do": "sleep", "seconds": 0.3}] * 40)
     invariants.track(ids)
     rng = random.Random(7)  # noqa: S311 - reproducible storm
-    workers = [start_worker(*FAST, "--concurrency", "2", "--shutdown-timeout", "5")
-               for _ in range(10)]
-    plan = sorted((rng.uniform(0.0, 4.0), w, sig) for w, sig in
-                  zip(workers, [signal.SIGTERM, signal.SIGKILL] * 5, strict=True))
+    workers = [
+        start_worker(*FAST, "--concurrency", "2", "--shutdown-timeout", "5") for _ in range(10)
+    ]
+    plan = sorted(
+        (rng.uniform(0.0, 4.0), w, sig)
+        for w, sig in zip(workers, [signal.SIGTERM, signal.SIGKILL] * 5, strict=True)
+    )
     began = time.monotonic()
     for at, w, sig in plan:
         time.sleep(max(0.0, at - (time.monotonic() - began)))
@@ -74,8 +82,11 @@ def test_start_stop_storm_leaves_no_orphan_and_no_connection(start_worker, invar
     for _, w, sig in plan:
         allowed = {-signal.SIGKILL} if sig == signal.SIGKILL else {0, -signal.SIGTERM}
         assert codes[w.pid] in allowed, (sig, codes[w.pid], w.output()[-3000:])
-    eventually(lambda: not pgjobs_backends(), timeout=10,
-               message="every pgjobs connection closed after its worker exited")
+    eventually(
+        lambda: not pgjobs_backends(),
+        timeout=10,
+        message="every pgjobs connection closed after its worker exited",
+    )
 
     def no_orphan():
         Reaper("default").run_once()  # what any live worker's reaper does
@@ -100,31 +111,43 @@ def test_stalled_worker_loses_its_lease_and_its_outcome_is_discarded(start_worke
     a.signal(signal.SIGSTOP)
     try:
         b = start_worker(*FAST, "--concurrency", "1")
-        eventually(lambda: status(job.id) == JobStatus.COMPLETED, timeout=30,
-                   message="B rescued and completed the job")
+        eventually(
+            lambda: status(job.id) == JobStatus.COMPLETED,
+            timeout=30,
+            message="B rescued and completed the job",
+        )
         completed = Job.objects.get(pk=job.id)
     finally:
         a.signal(signal.SIGCONT)
     assert completed.attempts == 2 and completed.result == {"did": "sleep", "attempt": 2}
-    eventually(lambda: "job.lease_lost" in a.output(), timeout=15,
-               message="A noticed it lost the lease")
+    eventually(
+        lambda: "job.lease_lost" in a.output(), timeout=15, message="A noticed it lost the lease"
+    )
     # A's late finalize, heartbeat and reaper have all run by now: the completion stands.
-    eventually(lambda: ran(job.id, 1) and Execution.objects.get(job_id=job.id, attempt=1)
-               .finished_at is not None, message="A's stale run finished")
+    eventually(
+        lambda: (
+            ran(job.id, 1)
+            and Execution.objects.get(job_id=job.id, attempt=1).finished_at is not None
+        ),
+        message="A's stale run finished",
+    )
     for w in (a, b):
         w.signal(signal.SIGTERM)
         assert w.wait(timeout=30) == 0, w.output()
     final = Job.objects.get(pk=job.id)
     assert (final.status, final.attempts, final.result, final.finished_at) == (
-        JobStatus.COMPLETED, 2, {"did": "sleep", "attempt": 2}, completed.finished_at)
+        JobStatus.COMPLETED,
+        2,
+        {"did": "sleep", "attempt": 2},
+        completed.finished_at,
+    )
     assert [h["outcome"] for h in final.history] == ["lease_expired"]
     assert "job.reaped" in b.output() + a.output()
     assert sql_one("SELECT count(*) FROM testapp_execution WHERE job_id = %s", [job.id]) == 2
     invariants.check(drained=True, min_lease=LEASE)
 
 
-def test_sigterm_drain_keeps_heartbeating_so_no_one_reaps_the_running_job(start_worker,
-                                                                         invariants):
+def test_sigterm_drain_keeps_heartbeating_so_no_one_reaps_the_running_job(start_worker, invariants):
     """After SIGTERM the worker stops claiming but its heartbeat keeps the running job's 1 s
     lease alive for the whole 3 s drain, while another worker reaps every 0.2 s."""
     job = enqueue("test.behave", {"do": "sleep", "seconds": 3.0}, priority=5)
@@ -135,8 +158,11 @@ def test_sigterm_drain_keeps_heartbeating_so_no_one_reaps_the_running_job(start_
     draining.signal(signal.SIGTERM)
     reaper = start_worker(*FAST, "--concurrency", "1")
     assert draining.wait(timeout=30) == 0, draining.output()
-    eventually(lambda: not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists(),
-               timeout=20, message="the other worker ran the waiting jobs")
+    eventually(
+        lambda: not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists(),
+        timeout=20,
+        message="the other worker ran the waiting jobs",
+    )
     reaper.signal(signal.SIGTERM)
     assert reaper.wait(timeout=30) == 0, reaper.output()
     job.refresh_from_db()
@@ -151,8 +177,7 @@ def _logged_at(output, fragment):
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def test_job_interrupted_at_the_shutdown_timeout_is_released_only_as_the_worker_exits(
-        start_worker):
+def test_job_interrupted_at_the_shutdown_timeout_is_released_only_as_the_worker_exits(start_worker):
     """A handler still running at the shutdown timeout cannot be stopped, only abandoned. Its
     job is released (attempt refunded) as the worker's last step, so another worker can re-run
     it only once this process, and the abandoned handler with it, is about to be gone."""
@@ -168,8 +193,9 @@ def test_job_interrupted_at_the_shutdown_timeout_is_released_only_as_the_worker_
     assert (job.status, job.attempts) == (JobStatus.PENDING, 0)
 
 
-def test_job_finishing_after_the_shutdown_timeout_but_before_exit_is_recorded(start_worker,
-                                                                               invariants):
+def test_job_finishing_after_the_shutdown_timeout_but_before_exit_is_recorded(
+    start_worker, invariants
+):
     """The handler outlives the 0.3 s shutdown timeout but returns while the worker still waits
     for its threads: its completion is written, not lost to a reaper later."""
     job = enqueue("test.behave", {"do": "sleep", "seconds": 1.0})
@@ -179,6 +205,5 @@ def test_job_finishing_after_the_shutdown_timeout_but_before_exit_is_recorded(st
     w.signal(signal.SIGTERM)
     assert w.wait(timeout=20) == 0, w.output()
     job.refresh_from_db()
-    assert (job.status, job.attempts, job.lease_token) == (JobStatus.COMPLETED, 1, None), (
-        w.output())
+    assert (job.status, job.attempts, job.lease_token) == (JobStatus.COMPLETED, 1, None), w.output()
     invariants.check(drained=True)

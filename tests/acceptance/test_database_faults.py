@@ -51,7 +51,8 @@ class Cluster:
         rows = self.query(
             "INSERT INTO pgjobs_job (type, config, max_attempts) "
             "SELECT 'test.behave', %s::jsonb, 3 FROM generate_series(1, %s) RETURNING id",
-            [config, n])
+            [config, n],
+        )
         self.query("SELECT pg_notify('pgjobs', 'default')")
         return [r[0] for r in rows]
 
@@ -68,7 +69,13 @@ def cluster():
         env.pop("PGJOBS_TEST_DB_NAME", None)
         proc = subprocess.run(  # noqa: S603
             [sys.executable, "-m", "django", "migrate", "--settings", "tests.settings", "-v", "0"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         c = Cluster(pg)
         yield c
@@ -96,15 +103,32 @@ def test_postgres_restart_under_four_busy_workers(clean, start_worker):
     cluster = clean
     inv = Invariants.begin(cluster.query)
     inv.track(cluster.insert_jobs(160, '{"do": "sleep", "seconds": 0.1}'))
-    workers = [start_worker("--concurrency", "2", "--lease", "10", "--poll-interval", "0.5",
-                            "-v", "1", env=cluster_env(cluster)) for _ in range(4)]
-    eventually(lambda: cluster.statuses().get("COMPLETED", 0) >= 20, timeout=60,
-               message="workers busy")
+    workers = [
+        start_worker(
+            "--concurrency",
+            "2",
+            "--lease",
+            "10",
+            "--poll-interval",
+            "0.5",
+            "-v",
+            "1",
+            env=cluster_env(cluster),
+        )
+        for _ in range(4)
+    ]
+    eventually(
+        lambda: cluster.statuses().get("COMPLETED", 0) >= 20, timeout=60, message="workers busy"
+    )
     cluster.pg.stop("fast")  # every connection is cut; connects are refused while it is down
     time.sleep(3.0)
     cluster.pg.start()
-    eventually(lambda: cluster.statuses() == {"COMPLETED": 160}, timeout=90, interval=0.2,
-               message="every job completed after the restart")
+    eventually(
+        lambda: cluster.statuses() == {"COMPLETED": 160},
+        timeout=90,
+        interval=0.2,
+        message="every job completed after the restart",
+    )
     assert [w.proc.poll() for w in workers] == [None] * 4, "a worker exited during the outage"
     for w in workers:
         w.signal(signal.SIGTERM)
@@ -117,8 +141,14 @@ def test_postgres_restart_under_four_busy_workers(clean, start_worker):
         # Backoff doubles from 0.25 s: a ~3 s outage costs a handful of attempts.
         assert len(errors) <= 6, [(e.delay, e.message) for e in errors]
         # Each line says what happened, not only libpq's closing hint.
-        causes = ("terminating connection", "Connection refused", "shutting down",
-                  "starting up", "closed the connection", "server closed")
+        causes = (
+            "terminating connection",
+            "Connection refused",
+            "shutting down",
+            "starting up",
+            "closed the connection",
+            "server closed",
+        )
         unclear = [e.message for e in errors if not any(c in e.message for c in causes)]
         assert not unclear, unclear
     inv.check(drained=True, min_lease=10)
@@ -134,8 +164,7 @@ def test_backoff_is_capped_at_5_seconds():
     assert delays[:5] == [0.25, 0.5, 1.0, 2.0, 4.0] and delays[-1] == 5.0 and max(delays) == 5.0
 
 
-def test_connection_exhaustion_backs_off_with_a_clear_message_and_recovers(clean,
-                                                                           start_worker):
+def test_connection_exhaustion_backs_off_with_a_clear_message_and_recovers(clean, start_worker):
     """Every connection slot is taken: the worker logs `too many clients` with growing delays,
     stays up, and processes jobs as soon as slots are free again."""
     cluster = clean
@@ -150,18 +179,26 @@ def test_connection_exhaustion_backs_off_with_a_clear_message_and_recovers(clean
                 assert "too many clients" in str(exc)
                 break
             assert len(hogs) < 100, "max_connections is not being enforced"
-        w = start_worker("--concurrency", "2", "--poll-interval", "0.2", "-v", "1",
-                         env=cluster_env(cluster))
-        eventually(lambda: len(db_errors(w.output())) >= 3, timeout=30,
-                   message="worker reported the exhaustion three times")
+        w = start_worker(
+            "--concurrency", "2", "--poll-interval", "0.2", "-v", "1", env=cluster_env(cluster)
+        )
+        eventually(
+            lambda: len(db_errors(w.output())) >= 3,
+            timeout=30,
+            message="worker reported the exhaustion three times",
+        )
         errors = db_errors(w.output())
         assert all("too many clients" in e.message for e in errors), errors
         assert_backs_off(errors)
     finally:
         for conn in hogs:
             conn.close()
-    eventually(lambda: cluster.statuses() == {"COMPLETED": 10}, timeout=60, interval=0.2,
-               message="jobs processed once slots were free")
+    eventually(
+        lambda: cluster.statuses() == {"COMPLETED": 10},
+        timeout=60,
+        interval=0.2,
+        message="jobs processed once slots were free",
+    )
     assert w.proc.poll() is None
     w.signal(signal.SIGTERM)
     assert w.wait(timeout=30) == 0, w.output()[-3000:]
@@ -169,8 +206,7 @@ def test_connection_exhaustion_backs_off_with_a_clear_message_and_recovers(clean
     inv.check(drained=True)
 
 
-def test_burst_worker_waits_out_an_outage_instead_of_exiting_0_with_work_left(clean,
-                                                                              start_worker):
+def test_burst_worker_waits_out_an_outage_instead_of_exiting_0_with_work_left(clean, start_worker):
     """`runjobs --burst` means "run every due job, then exit 0". With the server down it cannot
     know whether jobs are due: it backs off and retries, and exits 0 once it has run them."""
     cluster = clean
@@ -178,12 +214,14 @@ def test_burst_worker_waits_out_an_outage_instead_of_exiting_0_with_work_left(cl
     cluster.pg.stop("fast")
     try:
         w = start_worker("--burst", "--concurrency", "2", "-v", "1", env=cluster_env(cluster))
-        eventually(lambda: len(db_errors(w.output())) >= 3, timeout=30,
-                   message="burst worker retrying")
+        eventually(
+            lambda: len(db_errors(w.output())) >= 3, timeout=30, message="burst worker retrying"
+        )
         assert w.proc.poll() is None, "exited while the database was down:\n" + w.output()
     finally:
         cluster.pg.start()
     assert w.wait(timeout=60) == 0, w.output()[-3000:]
-    assert cluster.query("SELECT status, count(*) FROM pgjobs_job WHERE id = ANY(%s) GROUP BY 1",
-                         [ids]) == [("COMPLETED", 5)]
+    assert cluster.query(
+        "SELECT status, count(*) FROM pgjobs_job WHERE id = ANY(%s) GROUP BY 1", [ids]
+    ) == [("COMPLETED", 5)]
     assert_backs_off(db_errors(w.output()))

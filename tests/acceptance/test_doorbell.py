@@ -31,11 +31,14 @@ def _conn() -> psycopg.Connection:
 
 def _asleep(worker) -> bool:
     """The worker's listener holds the sleepers' lock S (it sleeps, or is going to)."""
-    return bool(sql_one(
-        "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
-        "WHERE a.application_name LIKE %s AND l.locktype = 'advisory' AND l.mode = 'ShareLock' "
-        "AND l.granted AND l.objid::int = %s",
-        [f"pgjobs:%:{worker.pid}:%:listen", doorbell.channel_key("pgjobs")]))
+    return bool(
+        sql_one(
+            "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
+            "WHERE a.application_name LIKE %s AND l.locktype = 'advisory' AND l.mode = 'ShareLock' "
+            "AND l.granted AND l.objid::int = %s",
+            [f"pgjobs:%:{worker.pid}:%:listen", doorbell.channel_key("pgjobs")],
+        )
+    )
 
 
 def _status(job_id: int) -> str | None:
@@ -82,8 +85,12 @@ def test_a_job_inserted_before_the_worker_sleeps_and_committed_after_is_picked_u
     time.sleep(0.5)  # the worker's claims meanwhile saw nothing: the job is uncommitted
     assert _status(producer.job_id) is None  # uncommitted
     committed = producer.commit_now()
-    eventually(lambda: _status(producer.job_id) == JobStatus.COMPLETED, timeout=PICKED_UP,
-               interval=0.01, message="job picked up without waiting for the poll")
+    eventually(
+        lambda: _status(producer.job_id) == JobStatus.COMPLETED,
+        timeout=PICKED_UP,
+        interval=0.01,
+        message="job picked up without waiting for the poll",
+    )
     assert time.monotonic() - committed < PICKED_UP
     _stop(w)
 
@@ -97,8 +104,12 @@ def test_a_job_inserted_while_the_worker_sleeps_rings_on_commit(start_worker):
     time.sleep(0.3)
     assert _status(producer.job_id) is None  # invisible until commit
     producer.commit_now()
-    eventually(lambda: _status(producer.job_id) == JobStatus.COMPLETED, timeout=PICKED_UP,
-               interval=0.01, message="woken by the doorbell")
+    eventually(
+        lambda: _status(producer.job_id) == JobStatus.COMPLETED,
+        timeout=PICKED_UP,
+        interval=0.01,
+        message="woken by the doorbell",
+    )
     _stop(w)
 
 
@@ -108,8 +119,9 @@ def test_a_busy_worker_is_not_rung_and_loses_nothing(start_worker):
     w = start_worker(*NOTIFY_ONLY)
     eventually(lambda: _asleep(w), timeout=30, message="worker asleep")
     slow = enqueue("test.behave", {"do": "sleep", "seconds": 2})
-    eventually(lambda: _status(slow.id) == JobStatus.RUNNING, timeout=PICKED_UP,
-               message="slow job running")
+    eventually(
+        lambda: _status(slow.id) == JobStatus.RUNNING, timeout=PICKED_UP, message="slow job running"
+    )
     eventually(lambda: not _asleep(w), timeout=2, message="doorbell released while busy")
     listener = _conn()
     try:
@@ -118,8 +130,11 @@ def test_a_busy_worker_is_not_rung_and_loses_nothing(start_worker):
         assert list(listener.notifies(timeout=0.3)) == []  # nobody to ring for
     finally:
         listener.close()
-    eventually(lambda: all(_status(j) == JobStatus.COMPLETED for j in queued), timeout=10,
-               message="jobs enqueued while busy done after the slow one")
+    eventually(
+        lambda: all(_status(j) == JobStatus.COMPLETED for j in queued),
+        timeout=10,
+        message="jobs enqueued while busy done after the slow one",
+    )
     _stop(w)
 
 
@@ -132,8 +147,11 @@ def test_enqueue_takes_the_gate_before_it_probes_the_sleepers():
         gate.execute("LISTEN pgjobs")
         with transaction.atomic():  # nobody sleeps: no ring, G held until commit, S released
             enqueue("test.echo", {})
-            held = sql("SELECT classid::int, mode FROM pg_locks WHERE locktype = 'advisory' "
-                       "AND pid = pg_backend_pid() AND objid::int = %s", [k])
+            held = sql(
+                "SELECT classid::int, mode FROM pg_locks WHERE locktype = 'advisory' "
+                "AND pid = pg_backend_pid() AND objid::int = %s",
+                [k],
+            )
             assert held == [(doorbell._GATE, "ShareLock")]
         assert list(gate.notifies(timeout=0.3)) == []
         # A worker passing the gate holds G exclusively: the producer rings, S untouched.

@@ -31,14 +31,27 @@ def example_db():
 
 
 def test_demo_runs_end_to_end(example_db):
-    env = dict(os.environ, DATABASE_URL=example_db, PYTHONPATH=str(ROOT),
-               DJANGO_SETTINGS_MODULE="example.settings")
+    env = dict(
+        os.environ,
+        DATABASE_URL=example_db,
+        PYTHONPATH=str(ROOT),
+        DJANGO_SETTINGS_MODULE="example.settings",
+    )
     env.pop("PGJOBS_TEST_DB_NAME", None)
     manage = [sys.executable, str(ROOT / "example_project" / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, check=True,  # noqa: S603
-                   timeout=120)
-    proc = subprocess.run([*manage, "demo"], env=env, capture_output=True, text=True,  # noqa: S603
-                          timeout=180)
+    subprocess.run(
+        [*manage, "migrate", "--noinput", "-v", "0"],
+        env=env,
+        check=True,  # noqa: S603
+        timeout=120,
+    )
+    proc = subprocess.run(
+        [*manage, "demo"],
+        env=env,
+        capture_output=True,
+        text=True,  # noqa: S603
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Demo finished: every job ended as expected." in proc.stdout
     assert "@task order_summary: SUCCESSFUL" in proc.stdout

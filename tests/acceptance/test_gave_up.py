@@ -17,7 +17,7 @@ VERDICT = "giving up"
 def after_verdict(output: str) -> list[str]:
     lines = output.splitlines()
     at = next(i for i, line in enumerate(lines) if VERDICT in line)
-    return lines[at + 1:]
+    return lines[at + 1 :]
 
 
 def assert_no_retry_after_verdict(output: str) -> None:
@@ -37,10 +37,24 @@ def test_burst_gives_up_on_a_database_lost_mid_run_and_says_nothing_more(start_w
     proxy = TcpProxy.to_test_database()
     try:
         job = enqueue("test.behave", {"do": "block", "seconds": 2})
-        worker = start_worker("--burst", "--give-up-after", "2", "--concurrency", "1",
-                              "--no-scheduler", "--no-prune", env={"DATABASE_URL": proxy.url()})
-        eventually(lambda: sql_one("SELECT status FROM pgjobs_job WHERE id = %s", [job.id])
-                   == JobStatus.RUNNING, timeout=30, message="the job running")
+        worker = start_worker(
+            "--burst",
+            "--give-up-after",
+            "2",
+            "--concurrency",
+            "1",
+            "--no-scheduler",
+            "--no-prune",
+            env={"DATABASE_URL": proxy.url()},
+        )
+        eventually(
+            lambda: (
+                sql_one("SELECT status FROM pgjobs_job WHERE id = %s", [job.id])
+                == JobStatus.RUNNING
+            ),
+            timeout=30,
+            message="the job running",
+        )
         proxy.stop()
         assert worker.wait(timeout=60) == 4, worker.output()[-3000:]
     finally:
@@ -56,7 +70,8 @@ def test_stats_with_the_database_down_says_so_in_one_line(as_json):
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
     if as_json:
         assert json.loads(done.stdout)["error"].startswith(
-            "cannot reach database 'default': OperationalError")
+            "cannot reach database 'default': OperationalError"
+        )
     else:
         assert done.stderr.startswith("ERROR: cannot reach database 'default': Operational")
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -16,8 +16,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 GOOD = 20
 # BACKOFF_BASE 600 s: a retried job stays PENDING until the burst ends
-WORKER = ("--settings", "tests.acceptance.outcome_settings", "--burst", "--concurrency", "4",
-          "-v", "1")
+WORKER = (
+    "--settings",
+    "tests.acceptance.outcome_settings",
+    "--burst",
+    "--concurrency",
+    "4",
+    "-v",
+    "1",
+)
 GLOBAL_FIRST_DELAY = (540 - 5, 660)  # BACKOFF_BASE 600 s +/- 10% jitter, minus the test's time
 RETRY_ERRORS = {  # case -> what the job's error says
     "at-text": ("Retry(at=", "aware datetime"),
@@ -44,31 +51,48 @@ def run_amid_good_jobs(start_worker, job_type, case=None, max_attempts=None):
 
 
 def seconds_until_run(job):
-    return float(sql_one("SELECT extract(epoch FROM run_after - now()) FROM pgjobs_job "
-                         "WHERE id = %s", [job.id]))
+    return float(
+        sql_one(
+            "SELECT extract(epoch FROM run_after - now()) FROM pgjobs_job WHERE id = %s", [job.id]
+        )
+    )
 
 
 # --- NUL and lone surrogates: stored as visible escapes -------------------------------------
 
 
-@pytest.mark.parametrize(("case", "shown"), [
-    ("nul", r"line 3: 'a\x00b' is not a number"),
-    ("surrogate", r"bad \udc80 byte"),
-], ids=["nul", "surrogate"])
+@pytest.mark.parametrize(
+    ("case", "shown"),
+    [
+        ("nul", r"line 3: 'a\x00b' is not a number"),
+        ("surrogate", r"bad \udc80 byte"),
+    ],
+    ids=["nul", "surrogate"],
+)
 def test_nul_or_surrogate_in_an_error_is_stored_escaped(start_worker, case, shown):
     bad = run_amid_good_jobs(start_worker, "test.outcome.error", case, max_attempts=1)
     assert (bad.status, bad.attempts) == (JobStatus.FAILED, 1), bad.error
     assert shown in bad.error and "ValueError" in bad.error, bad.error
 
 
-@pytest.mark.parametrize(("job_type", "case", "status", "key", "stored"), [
-    ("test.outcome.result", "nul", JobStatus.COMPLETED, "line", "a\\x00b"),
-    ("test.outcome.result", "surrogate", JobStatus.COMPLETED, "text", "\\udc80"),
-    ("test.outcome.item_error", None, JobStatus.COMPLETED_WITH_ERRORS, "errors",
-     [{"item": 1, "error": "a\\x00b"}]),
-], ids=["result-nul", "result-surrogate", "item-error-nul"])
-def test_nul_or_surrogate_in_a_result_is_stored_escaped(start_worker, job_type, case, status,
-                                                        key, stored):
+@pytest.mark.parametrize(
+    ("job_type", "case", "status", "key", "stored"),
+    [
+        ("test.outcome.result", "nul", JobStatus.COMPLETED, "line", "a\\x00b"),
+        ("test.outcome.result", "surrogate", JobStatus.COMPLETED, "text", "\\udc80"),
+        (
+            "test.outcome.item_error",
+            None,
+            JobStatus.COMPLETED_WITH_ERRORS,
+            "errors",
+            [{"item": 1, "error": "a\\x00b"}],
+        ),
+    ],
+    ids=["result-nul", "result-surrogate", "item-error-nul"],
+)
+def test_nul_or_surrogate_in_a_result_is_stored_escaped(
+    start_worker, job_type, case, status, key, stored
+):
     bad = run_amid_good_jobs(start_worker, job_type, case)
     assert (bad.status, bad.attempts) == (status, 1), bad.error
     assert bad.result[key] == stored, bad.result
@@ -102,8 +126,9 @@ def test_retry_made_unusable_after_construction_retries_on_the_types_backoff(sta
 # --- a backoff callable that breaks: the global backoff steps in ----------------------------
 
 
-@pytest.mark.parametrize("job_type", ["test.outcome.policy_divides_by_zero",
-                                      "test.outcome.policy_infinite"])
+@pytest.mark.parametrize(
+    "job_type", ["test.outcome.policy_divides_by_zero", "test.outcome.policy_infinite"]
+)
 def test_broken_backoff_callable_falls_back_to_the_global_backoff(start_worker, job_type):
     bad = run_amid_good_jobs(start_worker, job_type)
     assert (bad.status, bad.attempts) == (JobStatus.PENDING, 1), bad.error

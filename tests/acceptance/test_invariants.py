@@ -19,20 +19,26 @@ def job(status="COMPLETED", attempts=1, max_attempts=3, error=None, finished=Tru
         "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, error, finished_at, "
         "history) VALUES ('test.behave', %s, %s, %s, %s, CASE WHEN %s THEN now() END, "
         "%s::jsonb) RETURNING id",
-        [status, attempts, max_attempts, error, finished, json.dumps(list(history))])
+        [status, attempts, max_attempts, error, finished, json.dumps(list(history))],
+    )
 
 
 def run(job_id, attempt, started, finished=None):
     """An execution row; times are seconds relative to a fixed instant."""
-    sql("INSERT INTO testapp_execution (job_id, attempt, worker, pid, started_at, finished_at) "
+    sql(
+        "INSERT INTO testapp_execution (job_id, attempt, worker, pid, started_at, finished_at) "
         "VALUES (%s, %s, 'w', 1, '2026-01-01'::timestamptz + %s * interval '1 second', "
         "'2026-01-01'::timestamptz + %s * interval '1 second')",
-        [job_id, attempt, started, finished])
+        [job_id, attempt, started, finished],
+    )
 
 
 def expired(attempt, claimed):
-    return {"attempt": attempt, "outcome": "lease_expired",
-            "started_at": f"2026-01-01T00:00:{claimed:06.3f}+00:00"}
+    return {
+        "attempt": attempt,
+        "outcome": "lease_expired",
+        "started_at": f"2026-01-01T00:00:{claimed:06.3f}+00:00",
+    }
 
 
 def found(inv, **kwargs):
@@ -52,21 +58,38 @@ def test_a_clean_history_passes():
     [
         (lambda inv: inv.track(987654), "lost jobs"),
         (lambda inv: job(status="PENDING", finished=False), "not drained"),
-        (lambda inv: (a := job(attempts=2), run(a, 1, 0, 3), run(a, 2, 1, 4)),
-         "overlapping runs"),
-        (lambda inv: (a := job(attempts=2, history=[expired(1, 0)]), run(a, 1, 0.1),
-                      run(a, 2, 0.5, 1)),  # re-run before the 1 s lease could expire
-         "overlapping runs"),
+        (lambda inv: (a := job(attempts=2), run(a, 1, 0, 3), run(a, 2, 1, 4)), "overlapping runs"),
+        (
+            lambda inv: (
+                a := job(attempts=2, history=[expired(1, 0)]),
+                run(a, 1, 0.1),
+                run(a, 2, 0.5, 1),
+            ),  # re-run before the 1 s lease could expire
+            "overlapping runs",
+        ),
         (lambda inv: (a := job(attempts=2), run(a, 1, 0, 1)), "not finished by their last"),
-        (lambda inv: (a := job(attempts=1), run(a, 1, 0, 1), run(a, 2, 2, 3)),
-         "runs numbered above"),
-        (lambda inv: job(status="FAILED", attempts=5, max_attempts=3, error="x"),
-         "attempts > max_attempts"),
+        (
+            lambda inv: (a := job(attempts=1), run(a, 1, 0, 1), run(a, 2, 2, 3)),
+            "runs numbered above",
+        ),
+        (
+            lambda inv: job(status="FAILED", attempts=5, max_attempts=3, error="x"),
+            "attempts > max_attempts",
+        ),
         (lambda inv: job(status="FAILED", error=None), "FAILED jobs without an error"),
         (lambda inv: job(status="COMPLETED", finished=False), "without finished_at"),
     ],
-    ids=["lost", "not-drained", "overlap", "overlap-inside-lease", "completed-early",
-         "run-above-attempts", "attempts", "failed-no-error", "unfinished"],
+    ids=[
+        "lost",
+        "not-drained",
+        "overlap",
+        "overlap-inside-lease",
+        "completed-early",
+        "run-above-attempts",
+        "attempts",
+        "failed-no-error",
+        "unfinished",
+    ],
 )
 def test_each_violation_is_reported(build, message):
     inv = Invariants.begin()

@@ -12,13 +12,18 @@ from tests.ops.commands import manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-OUTCOMES = {"ok": "job.completed", "items": "job.completed_with_errors",
-            "fail": "job.failed", "retry": "job.retry_scheduled"}
+OUTCOMES = {
+    "ok": "job.completed",
+    "items": "job.completed_with_errors",
+    "fail": "job.failed",
+    "retry": "job.retry_scheduled",
+}
 
 
 def finished_lines(output: str, job_id: int) -> list[str]:
-    return re.findall(rf"^.* (job\.\w+) test\.behave#{job_id} .*duration_ms=\d+.*$", output,
-                      re.MULTILINE)
+    return re.findall(
+        rf"^.* (job\.\w+) test\.behave#{job_id} .*duration_ms=\d+.*$", output, re.MULTILINE
+    )
 
 
 @pytest.mark.parametrize("verbosity", ["1", "2"])
@@ -27,8 +32,11 @@ def test_one_line_per_finished_job(verbosity):
     done = manage("runjobs", "--burst", "-v", verbosity, db_name=connection.settings_dict["NAME"])
     assert done.returncode == 0, done.stderr[-3000:]
     for do, job in jobs.items():
-        lines = [ln for ln in done.stderr.splitlines()
-                 if f"test.behave#{job.id} " in ln and "duration_ms=" in ln]
+        lines = [
+            ln
+            for ln in done.stderr.splitlines()
+            if f"test.behave#{job.id} " in ln and "duration_ms=" in ln
+        ]
         assert finished_lines(done.stderr, job.id) == [OUTCOMES[do]], done.stderr[-3000:]
         assert len(lines) == 1 and "attempt=1/3" in lines[0], lines
     started = re.findall(r" job\.started test\.behave#", done.stderr)

@@ -19,18 +19,31 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LEASE = 2.0
 
 
-def test_a_lease_not_renewed_within_its_length_is_lost_by_the_workers_clock(start_worker,
-                                                                            invariants):
+def test_a_lease_not_renewed_within_its_length_is_lost_by_the_workers_clock(
+    start_worker, invariants
+):
     """The test locks the job's row, so the worker's heartbeat waits on it and renews nothing
     (what a cut-off database does). Within the lease's length the handler sees
     `job.lease_lost` and returns, while the heartbeat is still stuck; once the row is free,
     the worker discards that run's outcome and the job completes on its second attempt."""
     job = enqueue("test.behave", {"do": "until_lease_lost", "seconds": 30})
     invariants.track(job.id)
-    w = start_worker("--concurrency", "1", "--lease", str(LEASE), "--reap-interval", "0.2",
-                     "--poll-interval", "0.2", "-v", "1")
-    eventually(lambda: Execution.objects.filter(job_id=job.id, attempt=1).exists(),
-               message="attempt 1 started")
+    w = start_worker(
+        "--concurrency",
+        "1",
+        "--lease",
+        str(LEASE),
+        "--reap-interval",
+        "0.2",
+        "--poll-interval",
+        "0.2",
+        "-v",
+        "1",
+    )
+    eventually(
+        lambda: Execution.objects.filter(job_id=job.id, attempt=1).exists(),
+        message="attempt 1 started",
+    )
     locked, release = threading.Event(), threading.Event()
 
     def hold_row_lock():  # the worker's heartbeat UPDATE waits for this transaction
@@ -45,8 +58,12 @@ def test_a_lease_not_renewed_within_its_length_is_lost_by_the_workers_clock(star
     try:
         assert locked.wait(10)
         since = time.monotonic()
-        eventually(lambda: Effect.objects.filter(job_id=job.id).exists(), timeout=LEASE + 5,
-                   interval=0.05, message="the handler saw lease_lost while the row was locked")
+        eventually(
+            lambda: Effect.objects.filter(job_id=job.id).exists(),
+            timeout=LEASE + 5,
+            interval=0.05,
+            message="the handler saw lease_lost while the row was locked",
+        )
         noticed = time.monotonic() - since
     finally:
         release.set()
@@ -55,8 +72,11 @@ def test_a_lease_not_renewed_within_its_length_is_lost_by_the_workers_clock(star
     # starts before its round trip: noticed within the lease's length (plus scheduling).
     assert noticed <= LEASE + 1.0, noticed
     assert Effect.objects.get(job_id=job.id).value == "lease_lost=True"
-    eventually(lambda: Job.objects.get(pk=job.id).status == JobStatus.COMPLETED, timeout=30,
-               message="attempt 2 completed")
+    eventually(
+        lambda: Job.objects.get(pk=job.id).status == JobStatus.COMPLETED,
+        timeout=30,
+        message="attempt 2 completed",
+    )
     done = Job.objects.get(pk=job.id)
     assert done.attempts == 2 and done.result == {"did": "until_lease_lost", "attempt": 2}
     assert [h["outcome"] for h in done.history] == ["lease_expired"]

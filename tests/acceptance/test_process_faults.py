@@ -52,9 +52,10 @@ def test_poison_job_fails_after_max_attempts_while_others_flow(start_worker, inv
         code = w.wait(timeout=60)
         if code == -signal.SIGKILL:
             deaths += 1
-        if status(poison) == JobStatus.FAILED and not Job.objects.filter(
-            status__in=["PENDING", "RUNNING"]
-        ).exists():
+        if (
+            status(poison) == JobStatus.FAILED
+            and not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists()
+        ):
             break
         time.sleep(1.1)  # let the dead worker's lease expire
     poison.refresh_from_db()
@@ -126,8 +127,9 @@ def test_second_signal_exits_promptly_with_the_database_unreachable(start_worker
     proxy = TcpProxy.to_test_database()
     try:
         job = enqueue("test.behave", {"do": "sleep", "seconds": 30})
-        w = start_worker("--concurrency", "1", "--shutdown-timeout", "60",
-                         env={"DATABASE_URL": proxy.url()})
+        w = start_worker(
+            "--concurrency", "1", "--shutdown-timeout", "60", env={"DATABASE_URL": proxy.url()}
+        )
         eventually(lambda: Execution.objects.filter(job_id=job.id).exists())
         getattr(proxy, fault)()
         w.signal(signal.SIGTERM)
@@ -145,21 +147,28 @@ def test_second_signal_exits_promptly_with_the_database_unreachable(start_worker
 def test_unstarted_jobs_are_released_at_once_with_attempts_refunded():
     """Jobs claimed but not yet handed to a thread go back to PENDING, attempt refunded."""
     enqueue_many("test.noop", [{}] * 3)
-    worker = Worker(WorkerOptions.from_settings(concurrency=3, listen=False,
-                                                install_signal_handlers=False))
+    worker = Worker(
+        WorkerOptions.from_settings(concurrency=3, listen=False, install_signal_handlers=False)
+    )
     worker.producer.types = ["test.noop"]  # claim without starting executor threads
     assert worker.cycle() == 3
     assert sql_one("SELECT count(*) FROM pgjobs_job WHERE status='RUNNING' AND attempts=1") == 3
     worker.shutdown()
     assert sql("SELECT status, attempts, count(*) FROM pgjobs_job GROUP BY 1, 2") == [
-        ("PENDING", 0, 3)]
+        ("PENDING", 0, 3)
+    ]
 
 
 def _backend_pids(worker, role):
     """This worker's connections (other test runs share the server: never touch theirs)."""
-    return [r[0] for r in sql(
-        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-        "AND application_name LIKE %s", [f"pgjobs:%:{worker.pid}:%:{role}"])]
+    return [
+        r[0]
+        for r in sql(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name LIKE %s",
+            [f"pgjobs:%:{worker.pid}:%:{role}"],
+        )
+    ]
 
 
 def _terminate(worker, role):
@@ -169,15 +178,17 @@ def _terminate(worker, role):
 
 def test_worker_survives_termination_of_its_connections(start_worker):
     w = start_worker("--poll-interval", "30", "--concurrency", "1", "-v", "1")
-    eventually(lambda: _backend_pids(w, "listen") and _backend_pids(w, "main"),
-               message="connected")
+    eventually(lambda: _backend_pids(w, "listen") and _backend_pids(w, "main"), message="connected")
     # Kill the main connection while idle: the next step reconnects.
     _terminate(w, "main")
     # Kill the LISTEN connection: it reconnects, and NOTIFY wakes the worker again.
     old_listen = _backend_pids(w, "listen")
     _terminate(w, "listen")
-    eventually(lambda: _backend_pids(w, "listen") and _backend_pids(w, "listen") != old_listen,
-               timeout=15, message="listener back")
+    eventually(
+        lambda: _backend_pids(w, "listen") and _backend_pids(w, "listen") != old_listen,
+        timeout=15,
+        message="listener back",
+    )
     job = enqueue("test.behave", {"do": "ok"})
     # Poll interval is 30 s: finishing within 10 s proves the NOTIFY path works again.
     eventually(lambda: status(job) == JobStatus.COMPLETED, timeout=10, message="woken by NOTIFY")

@@ -18,7 +18,9 @@ def test_eight_workers_drain_20000_jobs_exactly_once(start_worker, invariants):
     assert codes == [0] * 8, [w.output()[-2000:] for w in workers]
     assert sql("SELECT status, count(*) FROM pgjobs_job GROUP BY status") == [("COMPLETED", 20_000)]
     # One run per job, all on attempt 1, shared by all eight workers.
-    assert sql("SELECT count(*), count(DISTINCT job_id), max(attempt), count(DISTINCT pid) "
-               "FROM testapp_execution") == [(20_000, 20_000, 1, 8)]
+    assert sql(
+        "SELECT count(*), count(DISTINCT job_id), max(attempt), count(DISTINCT pid) "
+        "FROM testapp_execution"
+    ) == [(20_000, 20_000, 1, 8)]
     assert sql_one("SELECT max(attempts) FROM pgjobs_job") == 1
     invariants.check(drained=True)

@@ -46,8 +46,9 @@ def run_bounded(*args: str, url: str):
 def test_burst_worker_gives_up_on_a_silent_database(silent_url):
     done = run_bounded("runjobs", "--burst", "--give-up-after", "5", url=silent_url)
     assert done.returncode == 4, done.stderr[-3000:]
-    assert "giving up" in done.stderr and "connection timeout expired" in done.stderr, \
-        done.stderr[-3000:]
+    assert "giving up" in done.stderr and "connection timeout expired" in done.stderr, done.stderr[
+        -3000:
+    ]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
 
 

@@ -25,10 +25,12 @@ NOTIFY_ONLY = ("--poll-interval", "30", "--concurrency", "1", "-v", "1")
 
 def listening(worker):
     """The worker sleeps, listening with the doorbell armed (an enqueue from now on rings)."""
-    return sql_one("SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
-                   "WHERE a.datname = current_database() AND a.application_name LIKE %s "
-                   "AND l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted",
-                   [f"pgjobs:%:{worker.pid}:%"])
+    return sql_one(
+        "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
+        "WHERE a.datname = current_database() AND a.application_name LIKE %s "
+        "AND l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted",
+        [f"pgjobs:%:{worker.pid}:%"],
+    )
 
 
 def committed_elsewhere(job_type, config, **kwargs):
@@ -64,11 +66,15 @@ def test_uncommitted_job_is_invisible_to_a_worker_until_commit(start_worker, inv
     with transaction.atomic():
         hidden = enqueue("test.behave", {"do": "ok"}, priority=50)
         sentinel = committed_elsewhere("test.behave", {"do": "ok"}, priority=-50)
-        eventually(lambda: status(sentinel) == JobStatus.COMPLETED, timeout=15,
-                   message="sentinel run")
+        eventually(
+            lambda: status(sentinel) == JobStatus.COMPLETED, timeout=15, message="sentinel run"
+        )
         assert not Execution.objects.filter(job_id=hidden.id).exists()
-    eventually(lambda: status(hidden.id) == JobStatus.COMPLETED, timeout=10,
-               message="job run once committed (woken by NOTIFY)")
+    eventually(
+        lambda: status(hidden.id) == JobStatus.COMPLETED,
+        timeout=10,
+        message="job run once committed (woken by NOTIFY)",
+    )
     invariants.track(hidden.id, sentinel)
     w.signal(signal.SIGTERM)
     assert w.wait(timeout=30) == 0, w.output()
@@ -82,8 +88,9 @@ def test_rolled_back_job_never_runs(start_worker, invariants):
         gone = enqueue("test.behave", {"do": "ok"}, priority=50)
         raise RuntimeError("the request failed")
     sentinel = enqueue("test.behave", {"do": "ok"}, priority=-50)
-    eventually(lambda: status(sentinel.id) == JobStatus.COMPLETED, timeout=15,
-               message="sentinel run")
+    eventually(
+        lambda: status(sentinel.id) == JobStatus.COMPLETED, timeout=15, message="sentinel run"
+    )
     assert not Job.objects.filter(pk=gone.id).exists()
     assert not Execution.objects.filter(job_id=gone.id).exists()
     invariants.track(sentinel.id)
@@ -92,8 +99,9 @@ def test_rolled_back_job_never_runs(start_worker, invariants):
     invariants.check(drained=True)
 
 
-def test_savepoint_rollback_drops_only_its_jobs_and_the_commit_wakes_the_worker(start_worker,
-                                                                                invariants):
+def test_savepoint_rollback_drops_only_its_jobs_and_the_commit_wakes_the_worker(
+    start_worker, invariants
+):
     w = start_worker(*NOTIFY_ONLY)
     eventually(lambda: listening(w), message="worker listening")
     with transaction.atomic():
@@ -105,8 +113,11 @@ def test_savepoint_rollback_drops_only_its_jobs_and_the_commit_wakes_the_worker(
                 raise RuntimeError("inner step failed")
         except RuntimeError:
             pass
-    eventually(lambda: status(kept.id) == JobStatus.COMPLETED, timeout=10,
-               message="kept job run, woken by the outer commit's NOTIFY")
+    eventually(
+        lambda: status(kept.id) == JobStatus.COMPLETED,
+        timeout=10,
+        message="kept job run, woken by the outer commit's NOTIFY",
+    )
     gone = [dropped.id, *dropped_many]
     assert not Job.objects.filter(pk__in=gone).exists()
     assert not Execution.objects.filter(job_id__in=gone).exists()
@@ -124,7 +135,9 @@ def effects_match_completions(ids):
     return sql(
         "SELECT j.id, j.status, count(e.id) FROM pgjobs_job j "
         "LEFT JOIN testapp_effect e ON e.job_id = j.id WHERE j.id = ANY(%s) GROUP BY j.id "
-        "HAVING count(e.id) <> CASE WHEN j.status = 'COMPLETED' THEN 1 ELSE 0 END", [ids])
+        "HAVING count(e.id) <> CASE WHEN j.status = 'COMPLETED' THEN 1 ELSE 0 END",
+        [ids],
+    )
 
 
 def test_kill_9_inside_the_handler_transaction_leaves_no_effect(start_worker, invariants):
@@ -143,13 +156,13 @@ def test_kill_9_inside_the_handler_transaction_leaves_no_effect(start_worker, in
     invariants.check(drained=True, min_lease=LEASE)
 
 
-def test_kill_9_at_random_moments_never_splits_effect_from_completion(start_worker,
-                                                                      invariants):
+def test_kill_9_at_random_moments_never_splits_effect_from_completion(start_worker, invariants):
     """Workers are killed at random moments while transactional jobs write (before, during and
     after the commit). After every kill each job has its effect iff it is COMPLETED; once the
     queue is drained every job has exactly one effect."""
-    ids = enqueue_many("test.tx", [{"value": str(i), "sleep": 0.25} for i in range(12)],
-                       max_attempts=20)
+    ids = enqueue_many(
+        "test.tx", [{"value": str(i), "sleep": 0.25} for i in range(12)], max_attempts=20
+    )
     invariants.track(ids)
     rng = random.Random(11)  # noqa: S311 - reproducible kill moments
     kills = 0
@@ -166,8 +179,11 @@ def test_kill_9_at_random_moments_never_splits_effect_from_completion(start_work
         time.sleep(LEASE)  # let the dead worker's leases expire
     final = start_worker(*FAST, "--concurrency", "3")
     eventually(lambda: up(final), timeout=30, message="final worker up")
-    eventually(lambda: not Job.objects.filter(id__in=ids).exclude(
-        status=JobStatus.COMPLETED).exists(), timeout=30, message="all completed")
+    eventually(
+        lambda: not Job.objects.filter(id__in=ids).exclude(status=JobStatus.COMPLETED).exists(),
+        timeout=30,
+        message="all completed",
+    )
     final.signal(signal.SIGTERM)
     assert final.wait(timeout=30) == 0, final.output()
     assert effects_match_completions(ids) == []

@@ -15,8 +15,7 @@ UNIMPORTED = "task:tests.testapp.not_autodiscovered.send_report"  # a @task nobo
 
 def test_burst_worker_names_the_unknown_types_it_leaves_pending():
     for job_type in (UNIMPORTED, UNIMPORTED, "gone.handler"):
-        sql("INSERT INTO pgjobs_job (type, queue, config) VALUES (%s, 'default', '{}')",
-            [job_type])
+        sql("INSERT INTO pgjobs_job (type, queue, config) VALUES (%s, 'default', '{}')", [job_type])
     sql("INSERT INTO pgjobs_job (type, queue, config) VALUES ('test.noop', 'default', '{}')")
     done = manage("runjobs", "--burst", "-v", "1", db_name=connection.settings_dict["NAME"])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -29,4 +28,5 @@ def test_burst_worker_names_the_unknown_types_it_leaves_pending():
     assert f"{UNIMPORTED} (2), gone.handler (1)" in last[0]
     assert "AUTODISCOVER_MODULES" in last[0] and "docs/tasks.md" in last[0]
     assert sql("SELECT type, status FROM pgjobs_job WHERE type = 'test.noop'") == [
-        ("test.noop", "COMPLETED")]
+        ("test.noop", "COMPLETED")
+    ]

@@ -42,19 +42,36 @@ REPOSITORY = "https://github.com/django-pgjobs/django-pgjobs"
 
 def _require(module: str) -> None:
     if importlib.util.find_spec(module) is None:
-        pytest.fail(f"the {module!r} package is not installed: pip install 'build>=1.2' "
-                    "'twine>=6.1' (both are in the dev extra: pip install -e '.[dev]'; "
-                    "./dev test installs it)", pytrace=False)
+        pytest.fail(
+            f"the {module!r} package is not installed: pip install 'build>=1.2' "
+            "'twine>=6.1' (both are in the dev extra: pip install -e '.[dev]'; "
+            "./dev test installs it)",
+            pytrace=False,
+        )
 
 
-def run(argv: Sequence[str | Path], *, timeout: float, cwd: Path | None = None,
-        env: dict[str, str] | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True,  # noqa: S603
-                          text=True, timeout=timeout, check=False)
+def run(
+    argv: Sequence[str | Path],
+    *,
+    timeout: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    ok: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [str(a) for a in argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,  # noqa: S603
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if ok:
         assert proc.returncode == 0, (
             f"{' '.join(map(str, argv))} exited {proc.returncode}\n--- stdout\n"
-            f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+            f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -70,8 +87,11 @@ def _source_tree(dest: Path) -> Path:
     tracks or would track (not ignored). Building from the work tree itself would let a stale
     django_pgjobs.egg-info/SOURCES.txt there put files into the sdist that the configuration
     no longer selects."""
-    listed = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                 cwd=ROOT, timeout=60).stdout
+    listed = run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        timeout=60,
+    ).stdout
     for name in filter(None, listed.split("\0")):
         source = ROOT / name
         if source.is_file():  # (a file deleted but not yet staged is listed too)
@@ -91,8 +111,9 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     run([sys.executable, "-m", "build", "--outdir", out, source], timeout=600)
     built = sorted(p.name for p in out.iterdir())
     assert built == [f"{DIST}-py3-none-any.whl", f"{DIST}.tar.gz"], built
-    return Dists(out / f"{DIST}.tar.gz", out / f"{DIST}-py3-none-any.whl",
-                 time.monotonic() - started)
+    return Dists(
+        out / f"{DIST}.tar.gz", out / f"{DIST}-py3-none-any.whl", time.monotonic() - started
+    )
 
 
 # --- what the distributions hold ---------------------------------------------------------------
@@ -100,8 +121,9 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
 
 def test_twine_check_passes_on_the_wheel_and_the_sdist(dists: Dists) -> None:
     _require("twine")
-    proc = run([sys.executable, "-m", "twine", "check", "--strict", dists.wheel, dists.sdist],
-               timeout=120)
+    proc = run(
+        [sys.executable, "-m", "twine", "check", "--strict", dists.wheel, dists.sdist], timeout=120
+    )
     assert proc.stdout.count("PASSED") == 2, proc.stdout
 
 
@@ -128,16 +150,17 @@ def test_the_wheel_holds_the_whole_package_and_no_tests(dists: Dists) -> None:
     others = names - package
     assert all(n.startswith(f"{DIST}.dist-info/") for n in others), sorted(others)
     assert f"{DIST}.dist-info/licenses/LICENSE" in names
-    assert not any(n.startswith(("tests/", "example_project/", "bench/", "docs/"))
-                   for n in names)
+    assert not any(n.startswith(("tests/", "example_project/", "bench/", "docs/")) for n in names)
 
     assert f"\nVersion: {VERSION}\n" in metadata
     assert "\nLicense-Expression: MIT\n" in metadata and "\nLicense-File: LICENSE\n" in metadata
     assert "\nAuthor: django-pgjobs contributors\n" in metadata
-    for label, url in [("Homepage", REPOSITORY),
-                       ("Documentation", f"{REPOSITORY}/blob/main/README.md"),
-                       ("Changelog", f"{REPOSITORY}/blob/main/CHANGELOG.md"),
-                       ("Issues", f"{REPOSITORY}/issues")]:
+    for label, url in [
+        ("Homepage", REPOSITORY),
+        ("Documentation", f"{REPOSITORY}/blob/main/README.md"),
+        ("Changelog", f"{REPOSITORY}/blob/main/CHANGELOG.md"),
+        ("Issues", f"{REPOSITORY}/issues"),
+    ]:
         assert f"\nProject-URL: {label}, {url}\n" in metadata
     # The README is the index page: its links must work there, so none is relative.
     description = metadata.split("\n\n", 1)[1]
@@ -149,9 +172,17 @@ def test_the_sdist_holds_license_readme_changelog_docs_and_tests(dists: Dists) -
     with tarfile.open(dists.sdist) as sdist:
         names = {n.removeprefix(f"{DIST}/") for n in sdist.getnames()}
         license_text = sdist.extractfile(f"{DIST}/LICENSE").read().decode()  # type: ignore[union-attr]
-    for name in ("LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "PKG-INFO",
-                 "docs/guarantees.md", "tests/conftest.py", "tests/settings.py",
-                 "django_pgjobs/py.typed"):
+    for name in (
+        "LICENSE",
+        "README.md",
+        "CHANGELOG.md",
+        "pyproject.toml",
+        "PKG-INFO",
+        "docs/guarantees.md",
+        "tests/conftest.py",
+        "tests/settings.py",
+        "django_pgjobs/py.typed",
+    ):
         assert name in names, name
     assert {n for n in names if n.startswith("django_pgjobs/")} >= _package_files()
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
@@ -174,16 +205,39 @@ def installed(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Install
     started = time.monotonic()
     run([sys.executable, "-m", "venv", "--clear", env_dir], timeout=120, env=_clean_env())
     python = env_dir / "bin" / "python"
-    run([python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-         "--no-compile", "-q", dists.wheel], timeout=600, env=_clean_env())
+    run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--no-compile",
+            "-q",
+            dists.wheel,
+        ],
+        timeout=600,
+        env=_clean_env(),
+    )
     return Installed(python, time.monotonic() - started)
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """This process's environment less what would point a child at the repository."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE", "VIRTUAL_ENV", "PYTHONHOME",
-                        "PGJOBS_TEST_DB_NAME", "DATABASE_URL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYTHONPATH",
+            "DJANGO_SETTINGS_MODULE",
+            "VIRTUAL_ENV",
+            "PYTHONHOME",
+            "PGJOBS_TEST_DB_NAME",
+            "DATABASE_URL",
+        )
+    }
     return {**env, "PYTHONDONTWRITEBYTECODE": "1", **extra}
 
 
@@ -275,16 +329,25 @@ for url in ["/admin/django_pgjobs/dashboard/", "/admin/django_pgjobs/job/",
 def project(tmp_path: Path) -> Iterator[Path]:
     """A Django project in a temporary folder, on a database of its own (created, then dropped)."""
     s = connection.settings_dict
-    server = {"host": s["HOST"] or "127.0.0.1", "port": s["PORT"] or 5432, "user": s["USER"],
-              "password": s["PASSWORD"] or None}
+    server = {
+        "host": s["HOST"] or "127.0.0.1",
+        "port": s["PORT"] or 5432,
+        "user": s["USER"],
+        "password": s["PASSWORD"] or None,
+    }
     name = f"{s['NAME']}_wheel"[:63]
     admin = {k: v for k, v in server.items() if v is not None}
     with psycopg.connect(**admin, dbname="postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
-    database = {"ENGINE": "django.db.backends.postgresql", "NAME": name,
-                "HOST": server["host"], "PORT": str(server["port"]), "USER": server["user"],
-                "PASSWORD": s["PASSWORD"] or ""}
+    database = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "HOST": server["host"],
+        "PORT": str(server["port"]),
+        "USER": server["user"],
+        "PASSWORD": s["PASSWORD"] or "",
+    }
     (tmp_path / "smoke_settings.py").write_text(SETTINGS.format(database=database))
     for path, text in FILES.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -296,8 +359,9 @@ def project(tmp_path: Path) -> Iterator[Path]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_the_installed_wheel_runs_a_project(installed: Installed, project: Path,
-                                            dists: Dists) -> None:
+def test_the_installed_wheel_runs_a_project(
+    installed: Installed, project: Path, dists: Dists
+) -> None:
     venv_python = installed.python
     env = _clean_env(DJANGO_SETTINGS_MODULE="smoke_settings")
     started = time.monotonic()
@@ -306,16 +370,25 @@ def test_the_installed_wheel_runs_a_project(installed: Installed, project: Path,
         return run([venv_python, "manage.py", *args], cwd=project, env=env, timeout=180, ok=ok)
 
     # 1. The package comes from the virtualenv's site-packages, not from the repository.
-    where = run([venv_python, "-c", "import django, django_pgjobs; print(django_pgjobs.__file__);"
-                 " print(django_pgjobs.__version__); print(django.get_version())"],
-                cwd=project, env=env, timeout=60).stdout.split()
+    where = run(
+        [
+            venv_python,
+            "-c",
+            "import django, django_pgjobs; print(django_pgjobs.__file__);"
+            " print(django_pgjobs.__version__); print(django.get_version())",
+        ],
+        cwd=project,
+        env=env,
+        timeout=60,
+    ).stdout.split()
     site = venv_python.parent.parent / "lib"
     assert Path(where[0]).is_relative_to(site), where
     assert not Path(where[0]).is_relative_to(ROOT), where
     assert where[1] == VERSION
     # Not editable: no .pth file or finder pointing back at the work tree.
-    shown = run([venv_python, "-m", "pip", "show", "-f", "django-pgjobs"], cwd=project,
-                env=env, timeout=60).stdout
+    shown = run(
+        [venv_python, "-m", "pip", "show", "-f", "django-pgjobs"], cwd=project, env=env, timeout=60
+    ).stdout
     assert "Editable project location" not in shown and str(ROOT) not in shown
 
     # 2. The system checks, then the migrations shipped in the wheel.
@@ -323,12 +396,18 @@ def test_the_installed_wheel_runs_a_project(installed: Installed, project: Path,
     migrate = manage("migrate", "--noinput")
     assert "Applying django_pgjobs.0001_initial... OK" in migrate.stdout, migrate.stdout
     assert "No migrations to apply" in manage("migrate", "--noinput").stdout
-    assert "No changes detected" in manage("makemigrations", "--check", "--dry-run",
-                                           "django_pgjobs").stdout
+    assert (
+        "No changes detected"
+        in manage("makemigrations", "--check", "--dry-run", "django_pgjobs").stdout
+    )
 
     # 3. Enqueue one job, run a worker until nothing is due.
-    enqueued = manage("shell", "-c", "from django_pgjobs import enqueue; "
-                      "print('ENQUEUED', enqueue('smoke.add', {'a': 2, 'b': 3}).id)")
+    enqueued = manage(
+        "shell",
+        "-c",
+        "from django_pgjobs import enqueue; "
+        "print('ENQUEUED', enqueue('smoke.add', {'a': 2, 'b': 3}).id)",
+    )
     assert re.search(r"^ENQUEUED \d+$", enqueued.stdout, re.MULTILINE), enqueued.stdout
     worker = manage("runjobs", "--burst", "--concurrency", "2")
     assert re.search(r"job\.completed smoke\.add#\d+ ", worker.stderr), worker.stderr
@@ -350,5 +429,7 @@ def test_the_installed_wheel_runs_a_project(installed: Installed, project: Path,
     assert 'id="pgjobs-queues"' in dashboard and "pgjobs-chart" in dashboard
     assert f">django-pgjobs {VERSION}</p>" in dashboard
 
-    print(f"\nwheel smoke test: build {dists.build_seconds:.1f} s, venv + pip install "
-          f"{installed.install_seconds:.1f} s, project steps {time.monotonic() - started:.1f} s")
+    print(
+        f"\nwheel smoke test: build {dists.build_seconds:.1f} s, venv + pip install "
+        f"{installed.install_seconds:.1f} s, project steps {time.monotonic() - started:.1f} s"
+    )

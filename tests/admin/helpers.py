@@ -21,14 +21,29 @@ TRACEBACK = (
 
 def make_job(status: str = "PENDING", **fields: Any) -> Job:
     now = timezone.now()
-    values: dict[str, Any] = {"type": "test.behave", "queue": "default", "status": status,
-                              "config": {"do": "ok"}, "max_attempts": 3}
+    values: dict[str, Any] = {
+        "type": "test.behave",
+        "queue": "default",
+        "status": status,
+        "config": {"do": "ok"},
+        "max_attempts": 3,
+    }
     if status == "RUNNING":
-        values.update(lease_token=uuid.uuid4(), lease_expires_at=now + timedelta(seconds=30),
-                      started_at=now, attempts=1, locked_by="host:1:abc")
+        values.update(
+            lease_token=uuid.uuid4(),
+            lease_expires_at=now + timedelta(seconds=30),
+            started_at=now,
+            attempts=1,
+            locked_by="host:1:abc",
+        )
     if status in ("COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED", "CANCELLED"):
-        values.update(started_at=now - timedelta(seconds=2), finished_at=now, duration_ms=1500,
-                      attempts=1, locked_by="host:1:abc")
+        values.update(
+            started_at=now - timedelta(seconds=2),
+            finished_at=now,
+            duration_ms=1500,
+            attempts=1,
+            locked_by="host:1:abc",
+        )
     if status == "FAILED":
         values.update(error=TRACEBACK, attempts=3)
     values.update(fields)
@@ -38,6 +53,7 @@ def make_job(status: str = "PENDING", **fields: Any) -> Job:
 def staff_user(username: str, *perms: str) -> User:
     user = User.objects.create_user(username, password="pw", is_staff=True)
     for codename in perms:
-        user.user_permissions.add(Permission.objects.get(
-            content_type__app_label="django_pgjobs", codename=codename))
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label="django_pgjobs", codename=codename)
+        )
     return User.objects.get(pk=user.pk)  # fresh permission cache

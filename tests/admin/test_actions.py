@@ -23,7 +23,8 @@ def act(client, action, *jobs, **extra):
 
 def message(response) -> str:
     return " | ".join(str(m) for m in get_messages(response.wsgi_request)) or " | ".join(
-        str(m) for m in response.context["messages"])
+        str(m) for m in response.context["messages"]
+    )
 
 
 def fresh(job) -> Job:
@@ -58,23 +59,30 @@ def test_cancel_cancels_pending_and_requests_running(admin_client):
 
 
 def test_duplicate_enqueues_a_copy(admin_client):
-    original = make_job("FAILED", config={"do": "ok", "n": 7}, tenant_id="acme",
-                        trace_id="abc123abc123")
+    original = make_job(
+        "FAILED", config={"do": "ok", "n": 7}, tenant_id="acme", trace_id="abc123abc123"
+    )
     unknown = make_job("FAILED", type="no.such.type")
     text = message(act(admin_client, "duplicate_jobs", original, unknown))
     assert "Duplicate: 1 done, 1 skipped (1 failed: job type not registered" in text
     copy = Job.objects.exclude(pk__in=[original.pk, unknown.pk]).get()
     assert (copy.status, copy.type, copy.config, copy.tenant_id, copy.trace_id) == (
-        "PENDING", "test.behave", {"do": "ok", "n": 7}, "acme", "abc123abc123")
+        "PENDING",
+        "test.behave",
+        {"do": "ok", "n": 7},
+        "acme",
+        "abc123abc123",
+    )
     assert copy.operated_by == "admin:admin" and copy.attempts == 0
 
 
 def test_delete_only_removes_finished_jobs(admin_client):
     done, pending = make_job("COMPLETED"), make_job()
-    text = message(act(admin_client, "delete_finished_jobs", done, pending,
-                       post="yes"))
+    text = message(act(admin_client, "delete_finished_jobs", done, pending, post="yes"))
     assert "Delete: 1 done, 1 skipped (1 pending: pending or running jobs are not deleted" in text
-    assert not Job.objects.filter(pk=done.pk).exists() and Job.objects.filter(pk=pending.pk).exists()
+    assert (
+        not Job.objects.filter(pk=done.pk).exists() and Job.objects.filter(pk=pending.pk).exists()
+    )
 
 
 def test_djangos_delete_selected_is_not_offered(admin_client):
@@ -83,13 +91,16 @@ def test_djangos_delete_selected_is_not_offered(admin_client):
     assert "delete_selected" not in html and "delete_finished_jobs" in html
 
 
-@pytest.mark.parametrize(("action", "perm", "state"), [
-    ("retry_jobs", "retry_job", "FAILED"),
-    ("run_jobs_now", "run_job_now", "PENDING"),
-    ("cancel_jobs", "cancel_job", "PENDING"),
-    ("duplicate_jobs", "duplicate_job", "FAILED"),
-    ("delete_finished_jobs", "delete_job", "FAILED"),
-])
+@pytest.mark.parametrize(
+    ("action", "perm", "state"),
+    [
+        ("retry_jobs", "retry_job", "FAILED"),
+        ("run_jobs_now", "run_job_now", "PENDING"),
+        ("cancel_jobs", "cancel_job", "PENDING"),
+        ("duplicate_jobs", "duplicate_job", "FAILED"),
+        ("delete_finished_jobs", "delete_job", "FAILED"),
+    ],
+)
 def test_a_crafted_post_without_the_permission_changes_nothing(client, action, perm, state):
     job = make_job(state, run_after=timezone.now() + timedelta(hours=1))
     before = Job.objects.filter(pk=job.pk).values().get()

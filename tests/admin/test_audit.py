@@ -20,14 +20,18 @@ def entries(job_id: int) -> list[LogEntry]:
     return list(LogEntry.objects.filter(object_id=str(job_id)).order_by("id"))
 
 
-@pytest.mark.parametrize(("action", "state", "outcome"), [
-    ("retry_jobs", "FAILED", "manual_retry"),
-    ("run_jobs_now", "PENDING", "run_now"),
-    ("cancel_jobs", "PENDING", "cancel"),
-    ("duplicate_jobs", "FAILED", "duplicated"),
-])
-def test_each_action_writes_a_log_entry_and_names_the_user_on_the_job(admin_client, action,
-                                                                       state, outcome):
+@pytest.mark.parametrize(
+    ("action", "state", "outcome"),
+    [
+        ("retry_jobs", "FAILED", "manual_retry"),
+        ("run_jobs_now", "PENDING", "run_now"),
+        ("cancel_jobs", "PENDING", "cancel"),
+        ("duplicate_jobs", "FAILED", "duplicated"),
+    ],
+)
+def test_each_action_writes_a_log_entry_and_names_the_user_on_the_job(
+    admin_client, action, state, outcome
+):
     from tests.admin.helpers import make_job
 
     job = make_job(state, run_after=timezone.now() + timedelta(hours=1))
@@ -68,7 +72,8 @@ def test_delete_asks_for_confirmation_first(admin_client):
     assert not Job.objects.filter(pk=done.pk).exists() and fresh(running).status == "RUNNING"
     logged = entries(done.id)
     assert [(e.action_flag, e.object_repr) for e in logged] == [
-        (DELETION, f"test.behave #{done.id}")]
+        (DELETION, f"test.behave #{done.id}")
+    ]
     assert entries(running.id) == []
 
 
@@ -88,8 +93,10 @@ SCHEDULES = "/admin/django_pgjobs/schedule/"
 
 
 def logged(model: str, name: str) -> list[tuple[str, str]]:
-    return [(e.user.username, e.change_message) for e in LogEntry.objects.filter(
-        content_type__model=model, object_id=name).order_by("id")]
+    return [
+        (e.user.username, e.change_message)
+        for e in LogEntry.objects.filter(content_type__model=model, object_id=name).order_by("id")
+    ]
 
 
 def post_action(client, url: str, action: str, *names: str):
@@ -102,8 +109,10 @@ def test_queue_pause_and_resume_are_on_the_queue_history_page(admin_client):
     Queue.objects.create(name="emails")
     post_action(admin_client, QUEUES, "pause", "emails")
     post_action(admin_client, QUEUES, "resume", "emails")
-    assert logged("queue", "emails") == [("admin", "Paused (running jobs finish)"),
-                                         ("admin", "Resumed")]
+    assert logged("queue", "emails") == [
+        ("admin", "Paused (running jobs finish)"),
+        ("admin", "Resumed"),
+    ]
     html = admin_client.get(f"{QUEUES}emails/history/").content.decode()
     assert "Paused (running jobs finish)" in html and "Resumed" in html and "admin" in html
 
@@ -119,8 +128,10 @@ def test_schedule_enable_disable_and_run_now_are_logged(admin_client, schedules)
     for action in ("disable", "enable", "run_now"):
         post_action(admin_client, SCHEDULES, action, "nightly")
     assert [m for _, m in logged("schedule", "nightly")] == [
-        "Disabled", "Enabled (fires from its next tick)",
-        "Run now requested (fires once at the next scheduler pass)"]
+        "Disabled",
+        "Enabled (fires from its next tick)",
+        "Run now requested (fires once at the next scheduler pass)",
+    ]
     html = admin_client.get(f"{SCHEDULES}nightly/history/").content.decode()
     assert "Run now requested" in html
 
@@ -132,13 +143,21 @@ def test_pgjobs_queue_records_the_os_user_as_the_command_user():
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
-    for args in (("pause", "bulk"), ("limit", "bulk", "3"), ("limit", "bulk", "none"),
-                 ("resume", "bulk")):
+    for args in (
+        ("pause", "bulk"),
+        ("limit", "bulk", "3"),
+        ("limit", "bulk", "none"),
+        ("resume", "bulk"),
+    ):
         call_command("pgjobs_queue", *args, stdout=io.StringIO())
     entries_ = logged("queue", "bulk")
     assert [u for u, _ in entries_] == ["pgjobs-command"] * 4
     assert [m.split(" (")[0] for _, m in entries_] == [
-        "Paused", "Limit set to 3", "Limit removed", "Resumed"]
+        "Paused",
+        "Limit set to 3",
+        "Limit removed",
+        "Resumed",
+    ]
     assert f"(pgjobs_queue, OS user {getpass.getuser()} on " in entries_[0][1]
     user = User.objects.get(username="pgjobs-command")
     assert not user.is_active and not user.has_usable_password()
@@ -155,17 +174,32 @@ def test_pgjobs_queue_in_a_real_process_leaves_its_trace():
 
     from tests.conftest import ROOT
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "tests.settings",
-           "PGJOBS_TEST_DB_NAME": connection.settings_dict["NAME"], "USER": "night-ops",
-           "LOGNAME": "night-ops"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PGJOBS_TEST_DB_NAME": connection.settings_dict["NAME"],
+        "USER": "night-ops",
+        "LOGNAME": "night-ops",
+    }
     proc = subprocess.run(  # noqa: S603 - the action's flags sit after the subcommand
         [sys.executable, "-m", "django", "pgjobs_queue", "pause", "nightly-batch"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "not recorded" not in proc.stderr
-    assert logged("queue", "nightly-batch") == [(
-        "pgjobs-command", "Paused (running jobs finish) (pgjobs_queue, OS user night-ops on "
-        f"{socket.gethostname()})")]
+    assert logged("queue", "nightly-batch") == [
+        (
+            "pgjobs-command",
+            "Paused (running jobs finish) (pgjobs_queue, OS user night-ops on "
+            f"{socket.gethostname()})",
+        )
+    ]
 
 
 def test_cancel_entries_say_which_happened(admin_client):

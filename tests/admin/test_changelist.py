@@ -18,8 +18,10 @@ URL = "/admin/django_pgjobs/job/"
 
 
 def ids_on_page(response) -> set[int]:
-    return {int(i) for i in re.findall(r'name="_selected_action" value="(\d+)"',
-                                       response.content.decode())}
+    return {
+        int(i)
+        for i in re.findall(r'name="_selected_action" value="(\d+)"', response.content.decode())
+    }
 
 
 @pytest.fixture
@@ -47,30 +49,32 @@ def test_columns_show_derived_status_attempts_error_and_trace(admin_client, jobs
     assert "1.5 s" in html  # duration
     assert "finished 2.0 s ago" not in html  # finished just now: seconds, not "0 minutes"
     assert re.search(r"due <time[^>]*>in 59 min \d+ s</time>", html)  # precise relative times
-    assert re.search(r"started <time[^>]*>\d+ ms ago</time>|started <time[^>]*>now</time>",
-                     html)
+    assert re.search(r"started <time[^>]*>\d+ ms ago</time>|started <time[^>]*>now</time>", html)
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("state=due", {"due", "retrying"}),  # retrying and due now
-    ("state=scheduled", {"scheduled"}),
-    ("state=retrying", {"retrying"}),
-    ("state=PENDING", {"due", "scheduled", "retrying"}),
-    ("state=RUNNING", {"running", "stale"}),
-    ("state=stale", {"stale"}),
-    ("state=FAILED", {"failed"}),
-    ("queue=mail", {"running"}),
-    ("type=test.echo", {"done"}),
-    ("tenant=acme", {"done"}),
-    ("finished=1h", {"done", "failed"}),
-    ("finished=7d", {"done", "failed", "old"}),
-    ("has_error=yes", {"retrying", "failed"}),
-    ("q=4bf92f3577b34da6a3ce929d0e0e4736", {"failed"}),  # full trace id
-    ("q=4bf92f35", {"failed"}),  # its beginning
-    ("q=4BF92F35", {"failed"}),  # pasted upper-case
-    ("q=test.ec", {"done"}),  # beginning of a type
-    ("q=nothing-like-this", set()),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("state=due", {"due", "retrying"}),  # retrying and due now
+        ("state=scheduled", {"scheduled"}),
+        ("state=retrying", {"retrying"}),
+        ("state=PENDING", {"due", "scheduled", "retrying"}),
+        ("state=RUNNING", {"running", "stale"}),
+        ("state=stale", {"stale"}),
+        ("state=FAILED", {"failed"}),
+        ("queue=mail", {"running"}),
+        ("type=test.echo", {"done"}),
+        ("tenant=acme", {"done"}),
+        ("finished=1h", {"done", "failed"}),
+        ("finished=7d", {"done", "failed", "old"}),
+        ("has_error=yes", {"retrying", "failed"}),
+        ("q=4bf92f3577b34da6a3ce929d0e0e4736", {"failed"}),  # full trace id
+        ("q=4bf92f35", {"failed"}),  # its beginning
+        ("q=4BF92F35", {"failed"}),  # pasted upper-case
+        ("q=test.ec", {"done"}),  # beginning of a type
+        ("q=nothing-like-this", set()),
+    ],
+)
 def test_filters_and_search(admin_client, jobs, query, expected):
     response = admin_client.get(f"{URL}?{query}")
     assert response.status_code == 200
@@ -89,8 +93,11 @@ def test_filter_choices_list_queues_types_and_tenants(admin_client, jobs):
 def test_list_defers_json_columns_and_never_counts_the_whole_table(admin_client, jobs):
     with CaptureQueriesContext(connection) as ctx:
         assert admin_client.get(URL).status_code == 200
-    job_selects = [q["sql"] for q in ctx.captured_queries
-                   if 'FROM "pgjobs_job"' in q["sql"] and "COUNT" not in q["sql"].upper()]
+    job_selects = [
+        q["sql"]
+        for q in ctx.captured_queries
+        if 'FROM "pgjobs_job"' in q["sql"] and "COUNT" not in q["sql"].upper()
+    ]
     listing = [s for s in job_selects if '"pgjobs_job"."locked_by"' in s]
     assert listing, job_selects
     for column in ("config", "result", "history"):
@@ -120,13 +127,17 @@ def test_only_the_id_is_sortable(admin_client, jobs):
 def test_failed_view_gives_the_error_room_and_keeps_types_apart(admin_client):
     """Issue 30.5: the message first and the short class name (the dotted path and the whole
     line in the title); no status column in a one-state view; long types cut in the middle."""
-    error = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n"
-             "django_pgjobs.exceptions.PaymentError: Payment provider rejected the charge\n")
+    error = (
+        'Traceback (most recent call last):\n  File "x.py", line 1, in run\n'
+        "django_pgjobs.exceptions.PaymentError: Payment provider rejected the charge\n"
+    )
     for kind in ("pdf", "csv"):
         make_job("FAILED", type=f"billing.invoices.generate_monthly_invoice_{kind}", error=error)
     html = admin_client.get(f"{URL}?state=FAILED").content.decode()
-    assert 'title="django_pgjobs.exceptions.PaymentError: Payment provider rejected the charge"' \
+    assert (
+        'title="django_pgjobs.exceptions.PaymentError: Payment provider rejected the charge"'
         in html
+    )
     assert ">Payment provider rejected the charge <b>PaymentError</b></span>" in html
     assert "column-status_col" not in html
     assert "column-status_col" in admin_client.get(URL).content.decode()

@@ -32,8 +32,10 @@ def activity():
     rec.record("mail", "test.echo", "retried", 50, at=now)
     rec.flush()
     rollups.sample_depth()
-    sql("INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) "
-        "VALUES ('w-<b>1</b>', 'host', 1, '[\"*\"]', 4)")
+    sql(
+        "INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) "
+        "VALUES ('w-<b>1</b>', 'host', 1, '[\"*\"]', 4)"
+    )
 
 
 def test_dashboard_is_linked_from_the_admin_index(admin_client):
@@ -94,32 +96,44 @@ def plan(query: str, *params) -> str:
 
 @pytest.mark.django_db(transaction=True)  # committed, then TRUNCATEd: no dead tuples left
 def test_admin_filters_use_indexes():
-    sql("INSERT INTO pgjobs_job (type, status, finished_at, trace_id) "
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at, trace_id) "
         "SELECT 'test.noop', 'COMPLETED', now() - g * interval '1 second', md5(g::text) "
-        "FROM generate_series(1, 30000) g")
-    sql("INSERT INTO pgjobs_job (type, status, finished_at, error) "
-        "SELECT 'test.noop', 'FAILED', now(), 'boom' FROM generate_series(1, 20)")
+        "FROM generate_series(1, 30000) g"
+    )
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at, error) "
+        "SELECT 'test.noop', 'FAILED', now(), 'boom' FROM generate_series(1, 20)"
+    )
     sql("ANALYZE pgjobs_job")
     assert "pgjobs_job_trace_idx" in plan(
-        "SELECT id FROM pgjobs_job WHERE trace_id LIKE 'c4ca42%%' ORDER BY id DESC LIMIT 50")
+        "SELECT id FROM pgjobs_job WHERE trace_id LIKE 'c4ca42%%' ORDER BY id DESC LIMIT 50"
+    )
     assert "pgjobs_job_problem_idx" in plan(
-        "SELECT id FROM pgjobs_job WHERE status = 'FAILED' ORDER BY id DESC LIMIT 50")
+        "SELECT id FROM pgjobs_job WHERE status = 'FAILED' ORDER BY id DESC LIMIT 50"
+    )
     assert "pgjobs_job_problem_idx" in plan(
-        "SELECT id FROM pgjobs_job WHERE error IS NOT NULL ORDER BY id DESC LIMIT 50")
+        "SELECT id FROM pgjobs_job WHERE error IS NOT NULL ORDER BY id DESC LIMIT 50"
+    )
     percentiles = plan(
         "SELECT type, percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) FROM pgjobs_job "
-        "WHERE finished_at > now() - interval '1 hour' GROUP BY type")
+        "WHERE finished_at > now() - interval '1 hour' GROUP BY type"
+    )
     assert "pgjobs_job_stats_idx" in percentiles, percentiles
-    types = plan("WITH RECURSIVE t(type) AS ((SELECT type FROM pgjobs_job ORDER BY type LIMIT 1) "
-                 "UNION ALL SELECT (SELECT j.type FROM pgjobs_job j WHERE j.type > t.type "
-                 "ORDER BY j.type LIMIT 1) FROM t WHERE t.type IS NOT NULL) SELECT * FROM t")
+    types = plan(
+        "WITH RECURSIVE t(type) AS ((SELECT type FROM pgjobs_job ORDER BY type LIMIT 1) "
+        "UNION ALL SELECT (SELECT j.type FROM pgjobs_job j WHERE j.type > t.type "
+        "ORDER BY j.type LIMIT 1) FROM t WHERE t.type IS NOT NULL) SELECT * FROM t"
+    )
     assert "pgjobs_job_type_tenant_idx" in types, types
 
 
 def test_an_unhealthy_queue_is_named_on_the_dashboard(admin_client):
     assert 'id="pgjobs-health"' not in admin_client.get(URL).content.decode()
-    sql("INSERT INTO pgjobs_job (type, status, lease_token, lease_expires_at) "
-        "VALUES ('test.noop', 'RUNNING', gen_random_uuid(), now() - interval '1 hour')")
+    sql(
+        "INSERT INTO pgjobs_job (type, status, lease_token, lease_expires_at) "
+        "VALUES ('test.noop', 'RUNNING', gen_random_uuid(), now() - interval '1 hour')"
+    )
     html = admin_client.get(URL).content.decode()
     assert 'id="pgjobs-health"' in html and "1 RUNNING jobs have a lease expired" in html
     assert admin_client.get(URL + "json/").json()["health"]["healthy"] is False
@@ -147,8 +161,12 @@ def test_dashboard_counts_jobs_of_types_no_worker_knows_and_links_the_rule(admin
     html = response.content.decode()
     assert ">3 jobs of a type no worker knows: nobody.has.this, views.only</h2>" in html
     assert "registered here only after start-up" in html and "no handler registered" in html
-    assert 'href="https://github.com/django-pgjobs/django-pgjobs/blob/main/docs/tasks.md' \
-           '#registering-tasks"' in html
+    assert (
+        'href="https://github.com/django-pgjobs/django-pgjobs/blob/main/docs/tasks.md'
+        '#registering-tasks"' in html
+    )
     assert [u["type"] for u in response.context["data"]["unknown_types"]] == [
-        "nobody.has.this", "views.only"]
+        "nobody.has.this",
+        "views.only",
+    ]
     assert "test.behave" in registry.setup_types()

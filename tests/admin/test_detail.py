@@ -21,14 +21,30 @@ def detail(client, job) -> str:
 def failed_job() -> Job:
     return make_job(
         "FAILED",
-        config={"user": "<script>alert(1)</script>", "password": "hunter2",
-                "nested": {"Api_Token": "t0k3n", "items": [{"secret_key": "s"}]}},
+        config={
+            "user": "<script>alert(1)</script>",
+            "password": "hunter2",
+            "nested": {"Api_Token": "t0k3n", "items": [{"secret_key": "s"}]},
+        },
         result={"partial": 3, "authorization": "Bearer x"},
-        history=[{"attempt": 1, "worker": "w1", "started_at": "2026-01-01T00:00:00+00:00",
-                  "duration_ms": 120, "error": "RuntimeError: <img src=x onerror=alert(2)>",
-                  "outcome": "retry"},
-                 {"attempt": 2, "worker": "w2", "started_at": "2026-01-01T00:01:00+00:00",
-                  "duration_ms": 80, "error": TRACEBACK, "outcome": "attempts_exhausted"}],
+        history=[
+            {
+                "attempt": 1,
+                "worker": "w1",
+                "started_at": "2026-01-01T00:00:00+00:00",
+                "duration_ms": 120,
+                "error": "RuntimeError: <img src=x onerror=alert(2)>",
+                "outcome": "retry",
+            },
+            {
+                "attempt": 2,
+                "worker": "w2",
+                "started_at": "2026-01-01T00:01:00+00:00",
+                "duration_ms": 80,
+                "error": TRACEBACK,
+                "outcome": "attempts_exhausted",
+            },
+        ],
     )
 
 
@@ -48,8 +64,10 @@ def test_detail_is_read_only(admin_client):
     job = failed_job()
     html = detail(admin_client, job)
     assert 'name="_save"' not in html and "<textarea" not in html
-    response = admin_client.post(f"/admin/django_pgjobs/job/{job.id}/change/",
-                                 {"type": "evil", "status": "COMPLETED", "config": "{}"})
+    response = admin_client.post(
+        f"/admin/django_pgjobs/job/{job.id}/change/",
+        {"type": "evil", "status": "COMPLETED", "config": "{}"},
+    )
     assert response.status_code == 403
     job.refresh_from_db()
     assert (job.type, job.status) == ("test.behave", "FAILED")
@@ -65,9 +83,10 @@ def test_detail_offers_only_the_actions_the_user_may_take(client):
 
 def test_retry_button_on_the_detail_page_comes_back_to_it(admin_client):
     job = failed_job()
-    response = admin_client.post("/admin/django_pgjobs/job/", {
-        "action": "retry_jobs", "index": 0, "_selected_action": job.id,
-        "_pgjobs_next": "detail"})
+    response = admin_client.post(
+        "/admin/django_pgjobs/job/",
+        {"action": "retry_jobs", "index": 0, "_selected_action": job.id, "_pgjobs_next": "detail"},
+    )
     assert response.status_code == 302
     assert response.url == f"/admin/django_pgjobs/job/{job.id}/change/"
     job.refresh_from_db()
@@ -84,14 +103,21 @@ def test_running_jobs_cannot_be_deleted_from_the_detail_page(admin_client):
 
 @override_settings(PGJOBS={"REDACT_KEYS": ["card"]})
 def test_redaction_keys_come_from_the_setting():
-    assert redact({"card_number": "4242", "password": "p"}) == {"card_number": "********",
-                                                                "password": "p"}
+    assert redact({"card_number": "4242", "password": "p"}) == {
+        "card_number": "********",
+        "password": "p",
+    }
 
 
 def test_error_summary():
     assert error_summary(TRACEBACK) == ("ValueError", "card <b>declined</b>")
-    assert error_summary("lease expired: worker w stopped") == ("", "lease expired: worker w stopped")
+    assert error_summary("lease expired: worker w stopped") == (
+        "",
+        "lease expired: worker w stopped",
+    )
     assert error_summary(None) == ("", "")
-    chained = TRACEBACK + "\nDuring handling of the above exception, another exception occurred:\n\n" \
+    chained = (
+        TRACEBACK + "\nDuring handling of the above exception, another exception occurred:\n\n"
         "Traceback (most recent call last):\n  File \"x\", line 1\nKeyError: 'k'\n"
+    )
     assert error_summary(chained) == ("KeyError", "'k'")

@@ -17,10 +17,18 @@ UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 NOW = datetime(2026, 12, 1, 21, 0, 0, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (0.0123, "12 ms"), (1.25, "1.2 s"), (12.4, "12 s"), (64, "1 min 4 s"), (120, "2 min"),
-    (3 * 3600 + 125, "3 h 2 min"), (86_400 * 2 + 3600 * 5, "2 d 5 h"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0123, "12 ms"),
+        (1.25, "1.2 s"),
+        (12.4, "12 s"),
+        (64, "1 min 4 s"),
+        (120, "2 min"),
+        (3 * 3600 + 125, "3 h 2 min"),
+        (86_400 * 2 + 3600 * 5, "2 d 5 h"),
+    ],
+)
 def test_durations_in_the_two_largest_units(seconds, text):
     assert span(seconds) == text
 
@@ -34,15 +42,16 @@ def test_relative_times_tell_jobs_apart_and_carry_the_exact_time():
 
 def test_one_date_format_locale_aware_with_seconds_and_iso_title():
     html = when(NOW)
-    assert html == ('<time datetime="2026-12-01T21:00:00+00:00" '
-                    'title="2026-12-01T21:00:00+00:00">Dec. 1, 2026, 21:00:00</time>')
+    assert html == (
+        '<time datetime="2026-12-01T21:00:00+00:00" '
+        'title="2026-12-01T21:00:00+00:00">Dec. 1, 2026, 21:00:00</time>'
+    )
     assert when("2026-12-01T21:00:00+00:00") == html  # history entries store ISO text
     assert when(None) == "–"
 
 
 def test_bars_go_on_a_log_scale_only_when_one_row_would_flatten_the_rest():
-    flat = charts.bar_chart([("fast", [("p50", 40.0)]), ("slow", [("p50", 90_000.0)])],
-                            title="d")
+    flat = charts.bar_chart([("fast", [("p50", 40.0)]), ("slow", [("p50", 90_000.0)])], title="d")
     assert "pgjobs-log" in flat and "log scale" in flat
     widths = [float(w) for w in re.findall(r"width:([\d.]+)%", flat)]
     assert widths[0] > 20  # the fast type is still visible
@@ -71,26 +80,40 @@ def test_state_tabs_count_exactly_when_cheap_and_estimate_from_statistics(monkey
 
 def test_long_types_are_cut_in_the_middle_and_identifiers_wrap_only_at_separators():
     assert short_type("test.echo") == "test.echo"
-    assert short_type("billing.invoices.generate_monthly_invoice_pdf") == \
-        "billing.…monthly_invoice_pdf"
+    assert (
+        short_type("billing.invoices.generate_monthly_invoice_pdf")
+        == "billing.…monthly_invoice_pdf"
+    )
     assert len(short_type("x" * 80)) <= 30
     assert str(breakable("vm:44.a_b</c>")) == "vm:<wbr>44.<wbr>a_<wbr>b&lt;/c&gt;"
 
 
 def test_an_instant_run_took_under_a_millisecond_not_zero():
     from django_pgjobs.admin_format import took_ms
-    assert (took_ms(0), took_ms(0.4), took_ms(12), took_ms(None)) == ("< 1 ms", "< 1 ms",
-                                                                      "12 ms", "–")
+
+    assert (took_ms(0), took_ms(0.4), took_ms(12), took_ms(None)) == (
+        "< 1 ms",
+        "< 1 ms",
+        "12 ms",
+        "–",
+    )
 
 
 def test_a_schedules_next_run_is_in_its_own_zone_named_and_relative():
     from django_pgjobs.admin_format import cron_line, in_zone
-    html = str(in_zone(datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "Europe/Paris",
-                       now=datetime(2026, 12, 1, 8, 0, tzinfo=UTC)))
+
+    html = str(
+        in_zone(
+            datetime(2026, 12, 2, 2, 0, tzinfo=UTC),
+            "Europe/Paris",
+            now=datetime(2026, 12, 1, 8, 0, tzinfo=UTC),
+        )
+    )
     assert ">Dec. 2, 2026, 03:00 CET</time>" in html and ">in 18 h</span>" in html
     assert 'title="2026-12-02T02:00:00+00:00"' in html
-    assert "03:00 UTC" not in html and ", 02:00 UTC" in str(in_zone(
-        datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "No/Such_Zone", now=NOW))
+    assert "03:00 UTC" not in html and ", 02:00 UTC" in str(
+        in_zone(datetime(2026, 12, 2, 2, 0, tzinfo=UTC), "No/Such_Zone", now=NOW)
+    )
     assert "catch up" not in str(cron_line("0 3 * * *", "UTC", "latest")).split('">', 1)[1]
     assert "· catch up: all" in str(cron_line("0 3 * * *", "UTC", "all"))
 
@@ -99,7 +122,7 @@ def _lab(hex_colour: str) -> tuple[float, float, float]:
     def lin(c: float) -> float:
         return ((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92
 
-    r, g, b = (lin(int(hex_colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    r, g, b = (lin(int(hex_colour[i : i + 2], 16) / 255) for i in (1, 3, 5))
     x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
     y = 0.2126 * r + 0.7152 * g + 0.0722 * b
     z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
@@ -114,14 +137,21 @@ def test_chart_series_colours_are_far_enough_apart_to_tell_apart():
     """Issue 30.10: two queues of the depth chart were drawn in near-identical greens."""
     import itertools
     import math
+
     pairs = itertools.combinations(charts.PALETTE, 2)
     closest = min((math.dist(_lab(a), _lab(b)), a, b) for a, b in pairs)
     assert closest[0] >= charts.MIN_DELTA_E, closest
 
 
 def test_bar_labels_are_cut_in_the_middle_keeping_the_end():
-    html = str(charts.bar_chart([("billing.invoices.generate_monthly_invoice_pdf", [("p50", 5)]),
-                                 ("billing.invoices.generate_monthly_invoice_csv", [("p50", 7)])],
-                                title="t"))
+    html = str(
+        charts.bar_chart(
+            [
+                ("billing.invoices.generate_monthly_invoice_pdf", [("p50", 5)]),
+                ("billing.invoices.generate_monthly_invoice_csv", [("p50", 7)]),
+            ],
+            title="t",
+        )
+    )
     assert "…invoice_pdf</div>" in html and "…invoice_csv</div>" in html
     assert 'title="billing.invoices.generate_monthly_invoice_pdf"' in html

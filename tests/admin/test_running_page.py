@@ -17,8 +17,11 @@ URL = "/admin/django_pgjobs/job/{}/change/"
 
 def running(**progress):
     now = timezone.now()
-    return make_job("RUNNING", started_at=now - timedelta(seconds=60),
-                    progress={"total": None, "note": None, "at": now.isoformat(), **progress})
+    return make_job(
+        "RUNNING",
+        started_at=now - timedelta(seconds=60),
+        progress={"total": None, "note": None, "at": now.isoformat(), **progress},
+    )
 
 
 def page(client, job) -> str:

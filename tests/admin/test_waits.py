@@ -33,8 +33,11 @@ def test_each_reason_in_the_list_and_on_the_job_page(admin_client):
     assert html.count('class="pgjobs-wait">queue paused<') == 1
     assert html.count('class="pgjobs-wait">queue at its limit of 1<') == 1
     assert 'class="pgjobs-wait">waiting for retry 1 at ' in html
-    for job, text in ((paused, "queue paused"), (capped, "queue at its limit of 1"),
-                      (retrying, "waiting for retry 1 at ")):
+    for job, text in (
+        (paused, "queue paused"),
+        (capped, "queue at its limit of 1"),
+        (retrying, "waiting for retry 1 at "),
+    ):
         page = admin_client.get(f"{URL}{job.id}/change/").content.decode()
         assert f"<tr><th>waiting</th><td>{text}" in page, job.queue
     assert "<th>waiting</th>" not in admin_client.get(f"{URL}{free.id}/change/").content.decode()
@@ -60,11 +63,13 @@ def test_the_list_asks_once_for_all_queues_on_the_page(admin_client):
 def test_run_now_names_what_holds_a_due_job(admin_client):
     Queue.objects.create(name="held", paused=True)
     Queue.objects.create(name="capped", concurrency_limit=0)
-    text = message(act(admin_client, "run_jobs_now", overdue(queue="held"),
-                       overdue(queue="capped")))
+    text = message(
+        act(admin_client, "run_jobs_now", overdue(queue="held"), overdue(queue="capped"))
+    )
     assert "2 skipped" in text, text
-    assert ("the due ones wait because: queue at its limit of 0 (capped); queue paused (held)"
-            in text), text
+    assert (
+        "the due ones wait because: queue at its limit of 0 (capped); queue paused (held)" in text
+    ), text
 
 
 def test_run_now_of_a_retry_in_a_paused_queue_says_it_is_still_held(admin_client):

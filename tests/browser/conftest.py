@@ -15,15 +15,23 @@ from tests.conftest import missing_requirement
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 CHROMIUM = os.environ.get("PGJOBS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture
 def browser():
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        missing_requirement(f"chromium ({CHROMIUM})",
-                            "apt-get update && apt-get install -y chromium")
+        missing_requirement(
+            f"chromium ({CHROMIUM})", "apt-get update && apt-get install -y chromium"
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -48,7 +56,8 @@ def admin_static(tmp_path_factory):
     root = tmp_path_factory.mktemp("static")
     (root / "admin").symlink_to(Path(django.contrib.admin.__file__).parent / "static" / "admin")
     (root / "django_pgjobs").symlink_to(
-        Path(django_pgjobs.__file__).parent / "static" / "django_pgjobs")
+        Path(django_pgjobs.__file__).parent / "static" / "django_pgjobs"
+    )
     with override_settings(STATIC_URL="/static/", STATIC_ROOT=str(root)):
         yield
 

@@ -26,8 +26,9 @@ def seed_activity() -> Job:
     now = datetime.now(UTC).timestamp()
     for minute in range(90):
         for _ in range(1 + minute % 7):
-            rec.record("default", "test.behave", "completed", 40 + 15 * (minute % 5),
-                       at=now - 60 * minute)
+            rec.record(
+                "default", "test.behave", "completed", 40 + 15 * (minute % 5), at=now - 60 * minute
+            )
         if minute % 11 == 0:
             rec.record("mail", "test.echo", "failed", 900, at=now - 60 * minute)
     rec.flush()
@@ -94,9 +95,12 @@ class _RestartableServer(LiveServerThread):
     """A live server that can be stopped and started again on the same port."""
 
     def _create_server(self, connections_override=None):
-        return self.server_class((self.host, self.port), _OneRequestHandler,
-                                 allow_reuse_address=True,
-                                 connections_override=connections_override)
+        return self.server_class(
+            (self.host, self.port),
+            _OneRequestHandler,
+            allow_reuse_address=True,
+            connections_override=connections_override,
+        )
 
 
 def _start_server(port: int = 0) -> _RestartableServer:
@@ -135,8 +139,10 @@ def test_dashboard_says_stale_when_its_refresh_fails_and_signed_out_when_logged_
         assert "Not live" in text and "could not be reached" in text, text
         assert updated in text  # the time of the last good refresh
         assert "pgjobs-stale-numbers" in live.get_attribute("class")
-        assert page.evaluate("getComputedStyle(document.getElementById('pgjobs-live'))"
-                             ".opacity") == "0.45"
+        assert (
+            page.evaluate("getComputedStyle(document.getElementById('pgjobs-live')).opacity")
+            == "0.45"
+        )
         page.screenshot(path=str(SHOTS / "dashboard-stale.png"), full_page=True)
 
         server = _start_server(port)  # back: the next retry makes the page live again
@@ -151,7 +157,8 @@ def test_dashboard_says_stale_when_its_refresh_fails_and_signed_out_when_logged_
         assert "Signed out" in banner.inner_text()
         link = page.locator("#pgjobs-stale-login")
         assert link.get_attribute("href") == (
-            "/admin/login/?next=%2Fadmin%2Fdjango_pgjobs%2Fdashboard%2F%3Frefresh%3D5")
+            "/admin/login/?next=%2Fadmin%2Fdjango_pgjobs%2Fdashboard%2F%3Frefresh%3D5"
+        )
         page.screenshot(path=str(SHOTS / "dashboard-signed-out.png"), full_page=True)
 
         _log_in(other, base, dash)  # logged in again: the next retry is live

@@ -23,15 +23,26 @@ from tests.schedules.helpers import entry, schedules  # noqa: F401
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 SIZES = ((1440, 900), (1024, 768), (390, 844))
-QUEUES = ("default", "mail", "reports", "billing-invoices-eu-west", "notifications",
-          "webhooks-outbound", "exports")
-PDF, CSV = "billing.invoices.generate_monthly_invoice_pdf", \
-    "billing.invoices.generate_monthly_invoice_csv"
+QUEUES = (
+    "default",
+    "mail",
+    "reports",
+    "billing-invoices-eu-west",
+    "notifications",
+    "webhooks-outbound",
+    "exports",
+)
+PDF, CSV = (
+    "billing.invoices.generate_monthly_invoice_pdf",
+    "billing.invoices.generate_monthly_invoice_csv",
+)
 WORKER = "vm-prod-eu-west-4402:4402:e540ea7c"
-EXC_TB = ("Traceback (most recent call last):\n  File \"/app/billing/jobs.py\", line 88, in run\n"
-          "    raise PaymentProviderError(msg)\n"
-          "django_pgjobs.exceptions.PaymentProviderError: Payment provider rejected the charge "
-          "for invoice INV-2026-004211 of tenant acme-industries: card expired (code 51)\n")
+EXC_TB = (
+    'Traceback (most recent call last):\n  File "/app/billing/jobs.py", line 88, in run\n'
+    "    raise PaymentProviderError(msg)\n"
+    "django_pgjobs.exceptions.PaymentProviderError: Payment provider rejected the charge "
+    "for invoice INV-2026-004211 of tenant acme-industries: card expired (code 51)\n"
+)
 
 
 def _rollup(now: datetime) -> None:
@@ -61,49 +72,106 @@ def seed(schedules) -> dict[str, int]:  # noqa: F811
         for _ in range(2):
             make_job(queue=q, type=PDF, run_after=now - timedelta(seconds=40))
     make_job(type=CSV, run_after=now + timedelta(minutes=42), queue="billing-invoices-eu-west")
-    running = make_job("RUNNING", type="reports.quarterly_summary_for_all_tenants_and_regions",
-                       queue="reports", started_at=now - timedelta(seconds=95),
-                       created_at=earlier, run_after=earlier, locked_by=WORKER,
-                       progress={"done": 196, "total": 900, "note": "tenants rendered",
-                                 "at": now.isoformat()})
-    make_job("RUNNING", type=PDF, queue="billing-invoices-eu-west", locked_by=WORKER,
-             started_at=now - timedelta(seconds=30), progress={"done": 69, "at": now.isoformat()})
-    sql("INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) VALUES "
+    running = make_job(
+        "RUNNING",
+        type="reports.quarterly_summary_for_all_tenants_and_regions",
+        queue="reports",
+        started_at=now - timedelta(seconds=95),
+        created_at=earlier,
+        run_after=earlier,
+        locked_by=WORKER,
+        progress={"done": 196, "total": 900, "note": "tenants rendered", "at": now.isoformat()},
+    )
+    make_job(
+        "RUNNING",
+        type=PDF,
+        queue="billing-invoices-eu-west",
+        locked_by=WORKER,
+        started_at=now - timedelta(seconds=30),
+        progress={"done": 69, "at": now.isoformat()},
+    )
+    sql(
+        "INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) VALUES "
         f"('{WORKER}', 'vm-prod-eu-west-4402', 4402, "
-        "'[\"default\", \"mail\", \"reports\", \"billing-invoices-eu-west\"]', 8)")
+        '\'["default", "mail", "reports", "billing-invoices-eu-west"]\', 8)'
+    )
     rollups.sample_depth()
     failed = None
     for i, typ in enumerate((PDF, CSV, PDF)):
-        failed = make_job("FAILED", type=typ, queue="billing-invoices-eu-west", error=EXC_TB,
-                          duration_ms=0 if i == 0 else 1500, history=[
-                              {"attempt": 1, "worker": WORKER, "outcome": "retry",
-                               "duration_ms": 300, "error": "TimeoutError: upstream",
-                               "started_at": (now - timedelta(minutes=3)).isoformat()}])
-    retried = make_job("COMPLETED", type=PDF, attempts=1, locked_by=WORKER,
-                       started_at=now - timedelta(seconds=4), duration_ms=1200, history=[
-                           {"attempt": 1, "worker": WORKER, "outcome": "retry", "duration_ms": 20,
-                            "error": "TimeoutError: upstream",
-                            "started_at": (now - timedelta(minutes=9)).isoformat()},
-                           {"attempt": 2, "worker": WORKER, "outcome": "attempts_exhausted",
-                            "duration_ms": 25, "error": "TimeoutError: upstream",
-                            "started_at": (now - timedelta(minutes=8)).isoformat()},
-                           {"outcome": "manual_retry", "previous_status": "FAILED",
-                            "attempt": 2, "by": "admin:ops",
-                            "at": (now - timedelta(minutes=1)).isoformat()}])
-    schedules(nightly_billing_report=entry(cron="0 3 * * *", timezone="Europe/Paris",
-                                           catch_up="latest"),
-              every_minute=entry())
+        failed = make_job(
+            "FAILED",
+            type=typ,
+            queue="billing-invoices-eu-west",
+            error=EXC_TB,
+            duration_ms=0 if i == 0 else 1500,
+            history=[
+                {
+                    "attempt": 1,
+                    "worker": WORKER,
+                    "outcome": "retry",
+                    "duration_ms": 300,
+                    "error": "TimeoutError: upstream",
+                    "started_at": (now - timedelta(minutes=3)).isoformat(),
+                }
+            ],
+        )
+    retried = make_job(
+        "COMPLETED",
+        type=PDF,
+        attempts=1,
+        locked_by=WORKER,
+        started_at=now - timedelta(seconds=4),
+        duration_ms=1200,
+        history=[
+            {
+                "attempt": 1,
+                "worker": WORKER,
+                "outcome": "retry",
+                "duration_ms": 20,
+                "error": "TimeoutError: upstream",
+                "started_at": (now - timedelta(minutes=9)).isoformat(),
+            },
+            {
+                "attempt": 2,
+                "worker": WORKER,
+                "outcome": "attempts_exhausted",
+                "duration_ms": 25,
+                "error": "TimeoutError: upstream",
+                "started_at": (now - timedelta(minutes=8)).isoformat(),
+            },
+            {
+                "outcome": "manual_retry",
+                "previous_status": "FAILED",
+                "attempt": 2,
+                "by": "admin:ops",
+                "at": (now - timedelta(minutes=1)).isoformat(),
+            },
+        ],
+    )
+    schedules(
+        nightly_billing_report=entry(cron="0 3 * * *", timezone="Europe/Paris", catch_up="latest"),
+        every_minute=entry(),
+    )
     from django_pgjobs.scheduler import enqueue_due
+
     enqueue_due(now=now)
     return {"failed": failed.id, "running": running.id, "retried": retried.id}
 
 
-NO_CUT = ["#result_list td.field-type_col a", "#result_list td.field-type_col .pgjobs-sub",
-          "#result_list td.field-when_col", "#result_list .pgjobs-progress-text"]
+NO_CUT = [
+    "#result_list td.field-type_col a",
+    "#result_list td.field-type_col .pgjobs-sub",
+    "#result_list td.field-when_col",
+    "#result_list .pgjobs-progress-text",
+]
 OPTIONS = {
-    "dashboard": {"noCut": [".pgjobs-bar-label"],
-                  "maxLines": {"#pgjobs-running tbody td:first-child": 2,
-                               "#pgjobs-queues tbody td:first-child": 1}},
+    "dashboard": {
+        "noCut": [".pgjobs-bar-label"],
+        "maxLines": {
+            "#pgjobs-running tbody td:first-child": 2,
+            "#pgjobs-queues tbody td:first-child": 1,
+        },
+    },
     "jobs": {"noCut": NO_CUT},
     "jobs-failed": {"noCut": NO_CUT},
     "schedules": {"maxLines": {"#result_list td.field-cron": 2}},
@@ -126,8 +194,9 @@ def pages(ids: dict[str, int]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_every_page_fits_at_three_sizes(admin_static, browser, live_server, transactional_db,
-                                        monkeypatch, schedules, scheme):  # noqa: F811
+def test_every_page_fits_at_three_sizes(
+    admin_static, browser, live_server, transactional_db, monkeypatch, schedules, scheme
+):  # noqa: F811
     from django.contrib.auth.models import User
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -137,15 +206,15 @@ def test_every_page_fits_at_three_sizes(admin_static, browser, live_server, tran
     ids = seed(schedules)
     problems = []
     for width, height in SIZES:
-        context = browser.new_context(viewport={"width": width, "height": height},
-                                      color_scheme=scheme)
+        context = browser.new_context(
+            viewport={"width": width, "height": height}, color_scheme=scheme
+        )
         pg = context.new_page()
         pg.set_default_timeout(15_000)
         login(pg, live_server.url)
         for name, url in pages(ids):
             pg.goto(live_server.url + url)
-            pg.screenshot(path=str(shots / f"{name}-{width}x{height}-{scheme}.png"),
-                          full_page=True)
+            pg.screenshot(path=str(shots / f"{name}-{width}x{height}-{scheme}.png"), full_page=True)
             found = pg.evaluate(CHECKS, OPTIONS.get(name, {}))
             problems += [f"{name} {width}x{height} {scheme}: {p}" for p in found]
         context.close()

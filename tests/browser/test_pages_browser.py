@@ -21,8 +21,10 @@ from tests.schedules.helpers import clean_decorators, entry, schedules, utc  # n
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 CHECKS = (Path(__file__).parent / "checks.js").read_text()
 SIZES = ((1440, 900), (1920, 1080))
-LONG = "ReportRenderingError: the quarterly report for tenant acme-industries-international " \
-       "could not be rendered because the template reports/quarterly/summary.html is missing"
+LONG = (
+    "ReportRenderingError: the quarterly report for tenant acme-industries-international "
+    "could not be rendered because the template reports/quarterly/summary.html is missing"
+)
 
 
 def seed(schedules) -> dict[str, int]:  # noqa: F811
@@ -44,20 +46,41 @@ def seed(schedules) -> dict[str, int]:  # noqa: F811
         make_job(queue="reports", run_after=now - timedelta(seconds=30))
         make_job(queue="mail", run_after=now - timedelta(seconds=30))
     make_job(type="no.such.handler.anywhere", run_after=now - timedelta(seconds=5))
-    running = make_job("RUNNING", queue="reports", started_at=now - timedelta(seconds=95),
-                       created_at=earlier, run_after=earlier,
-                       progress={"done": 420, "total": 1000, "note": "rows", "at":
-                                 now.isoformat()})
-    sql("INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) VALUES "
-        "('web-7f9c4d-2:4242:1a2b3c4d', 'web-7f9c4d-2', 4242, '[\"*\", \"mail\"]', 8)")
+    running = make_job(
+        "RUNNING",
+        queue="reports",
+        started_at=now - timedelta(seconds=95),
+        created_at=earlier,
+        run_after=earlier,
+        progress={"done": 420, "total": 1000, "note": "rows", "at": now.isoformat()},
+    )
+    sql(
+        "INSERT INTO pgjobs_worker (worker_id, hostname, pid, queues, concurrency) VALUES "
+        "('web-7f9c4d-2:4242:1a2b3c4d', 'web-7f9c4d-2', 4242, '[\"*\", \"mail\"]', 8)"
+    )
     rollups.sample_depth()
-    failed = make_job("FAILED", type="reports.quarterly_summary_for_all_tenants",
-                      created_at=earlier, run_after=earlier, error=LONG, history=[
-                          {"attempt": 1, "worker": "w1", "outcome": "retry", "duration_ms": 300,
-                           "started_at": (now - timedelta(minutes=3)).isoformat(),
-                           "error": "TimeoutError: upstream"}])
-    partial = make_job("COMPLETED_WITH_ERRORS", created_at=earlier, result={"errors": [
-        {"item": i, "error": f"row {i}: {LONG}"} for i in range(3)]})
+    failed = make_job(
+        "FAILED",
+        type="reports.quarterly_summary_for_all_tenants",
+        created_at=earlier,
+        run_after=earlier,
+        error=LONG,
+        history=[
+            {
+                "attempt": 1,
+                "worker": "w1",
+                "outcome": "retry",
+                "duration_ms": 300,
+                "started_at": (now - timedelta(minutes=3)).isoformat(),
+                "error": "TimeoutError: upstream",
+            }
+        ],
+    )
+    partial = make_job(
+        "COMPLETED_WITH_ERRORS",
+        created_at=earlier,
+        result={"errors": [{"item": i, "error": f"row {i}: {LONG}"} for i in range(3)]},
+    )
     schedules(nightly=entry(cron="0 3 * * *", timezone="Europe/Paris"))
     enqueue_due(now=utc(2030, 1, 7, 12, 0))
     return {"failed": failed.id, "running": running.id, "partial": partial.id}
@@ -110,9 +133,15 @@ def login(pg, base: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_every_page_fits_reads_and_contrasts(admin_static, browser, live_server,
-                                             transactional_db, monkeypatch, schedules,  # noqa: F811
-                                             scheme):
+def test_every_page_fits_reads_and_contrasts(
+    admin_static,
+    browser,
+    live_server,
+    transactional_db,
+    monkeypatch,
+    schedules,  # noqa: F811
+    scheme,
+):
     from django.contrib.auth.models import User
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -121,18 +150,19 @@ def test_every_page_fits_reads_and_contrasts(admin_static, browser, live_server,
     ids = seed(schedules)
     problems = []
     for width, height in SIZES:
-        context = browser.new_context(viewport={"width": width, "height": height},
-                                      color_scheme=scheme)
+        context = browser.new_context(
+            viewport={"width": width, "height": height}, color_scheme=scheme
+        )
         pg = context.new_page()
         pg.set_default_timeout(15_000)
         login(pg, live_server.url)
         for name, url in pages(ids):
             pg.goto(live_server.url + url)
             assert pg.locator("#nav-sidebar").is_visible(), "the sidebar should be open"
-            pg.screenshot(path=str(SHOTS / f"{name}-{width}x{height}-{scheme}.png"),
-                          full_page=True)
-            found = pg.evaluate(CHECKS) + (list_problems(name, pg) if name.startswith("jobs")
-                                           else [])
+            pg.screenshot(path=str(SHOTS / f"{name}-{width}x{height}-{scheme}.png"), full_page=True)
+            found = pg.evaluate(CHECKS) + (
+                list_problems(name, pg) if name.startswith("jobs") else []
+            )
             problems += [f"{name} {width}x{height} {scheme}: {p}" for p in found]
         context.close()
     assert not problems, "\n".join(problems)
@@ -142,12 +172,11 @@ def test_the_dashboard_refreshes_itself(page, live_server):
     """dashboard.js swaps the live part of the page: a job started after the page loaded
     shows up without a reload."""
     login(page, live_server.url)
-    page.goto(live_server.url + reverse("admin:django_pgjobs_dashboard_changelist")
-              + "?refresh=5")
+    page.goto(live_server.url + reverse("admin:django_pgjobs_dashboard_changelist") + "?refresh=5")
     assert "No job is running." in page.locator("#pgjobs-running").inner_text()
     page.evaluate("window.pgjobsMarker = 1")  # gone if the page were reloaded
     job = make_job("RUNNING", type="test.echo")
     page.wait_for_function(
-        f"document.querySelector('#pgjobs-running').innerText.includes('#{job.id}')",
-        timeout=12_000)
+        f"document.querySelector('#pgjobs-running').innerText.includes('#{job.id}')", timeout=12_000
+    )
     assert page.evaluate("window.pgjobsMarker") == 1

@@ -19,10 +19,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_four_workers_drain_5000_jobs_exactly_once(start_worker):
     inv = Invariants.begin().track(
-        enqueue_many("test.behave", [{"do": "ok", "i": i} for i in range(5000)]))
+        enqueue_many("test.behave", [{"do": "ok", "i": i} for i in range(5000)])
+    )
     before = deadlocks()
-    workers = [start_worker("--burst", "--concurrency", "2", "--batch-size", "2", "-v", "0")
-               for _ in range(4)]
+    workers = [
+        start_worker("--burst", "--concurrency", "2", "--batch-size", "2", "-v", "0")
+        for _ in range(4)
+    ]
     codes = [w.wait(timeout=240) for w in workers]
     assert codes == [0, 0, 0, 0], [w.output()[-2000:] for w in workers]
     assert sql("SELECT status, count(*) FROM pgjobs_job GROUP BY status") == [("COMPLETED", 5000)]
@@ -41,16 +44,21 @@ def test_four_prefetching_workers_run_8000_short_jobs_exactly_once(start_worker,
     while the jobs run short. Still every job once, on attempt 1, none lost."""
     tally = tmp_path / "tally"
     inv = Invariants.begin().track(enqueue_many("test.tally", [{"i": i} for i in range(8000)]))
-    workers = [start_worker("--burst", "--concurrency", "2", "-v", "0",
-                            env={"PGJOBS_TALLY": str(tally)}) for _ in range(4)]
+    workers = [
+        start_worker("--burst", "--concurrency", "2", "-v", "0", env={"PGJOBS_TALLY": str(tally)})
+        for _ in range(4)
+    ]
     most_held = 0  # the most RUNNING jobs one worker held at once, sampled
     while any(w.proc.poll() is None for w in workers):
-        held = sql("SELECT count(*) FROM pgjobs_job WHERE status = 'RUNNING' "
-                   "GROUP BY locked_by ORDER BY 1 DESC LIMIT 1")
+        held = sql(
+            "SELECT count(*) FROM pgjobs_job WHERE status = 'RUNNING' "
+            "GROUP BY locked_by ORDER BY 1 DESC LIMIT 1"
+        )
         most_held = max([most_held, *(n for (n,) in held)])
         time.sleep(0.005)
-    assert [w.wait(timeout=60) for w in workers] == [0, 0, 0, 0], \
-        [w.output()[-2000:] for w in workers]
+    assert [w.wait(timeout=60) for w in workers] == [0, 0, 0, 0], [
+        w.output()[-2000:] for w in workers
+    ]
     runs = [line.split() for line in tally.read_text().splitlines()]
     assert len(runs) == 8000 and len({job_id for job_id, _, _ in runs}) == 8000
     assert {attempt for _, attempt, _ in runs} == {"1"}
@@ -71,8 +79,9 @@ def test_concurrent_claims_never_overlap():
         try:
             barrier.wait()
             while True:
-                rows = queries.claim(worker_id=f"t{n}", types=["test.noop"], queues=None,
-                                     limit=7, lease_seconds=30)
+                rows = queries.claim(
+                    worker_id=f"t{n}", types=["test.noop"], queues=None, limit=7, lease_seconds=30
+                )
                 if not rows:
                     return
                 assert len(rows) <= 7
@@ -95,17 +104,18 @@ def test_reaper_and_finalize_race_on_separate_connections():
     results = {}
     for i in range(100):
         enqueue("test.noop", {"i": i})
-        (row,) = queries.claim(worker_id="w", types=["test.noop"], queues=None, limit=1,
-                               lease_seconds=30)
-        sql("UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 ms' WHERE id=%s",
-            [row.id])
+        (row,) = queries.claim(
+            worker_id="w", types=["test.noop"], queues=None, limit=1, lease_seconds=30
+        )
+        sql(
+            "UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 ms' WHERE id=%s", [row.id]
+        )
         barrier = threading.Barrier(2)
 
         def do_finalize(row=row, barrier=barrier):
             try:
                 barrier.wait()
-                done = Completion(id=row.id, token=row.lease_token, attempt=1,
-                                  status="COMPLETED")
+                done = Completion(id=row.id, token=row.lease_token, attempt=1, status="COMPLETED")
                 results["finalize"] = queries.finalize([done]) == {row.id}
             finally:
                 connections.close_all()

@@ -10,11 +10,16 @@ from tests.conftest import ROOT
 
 
 def runjobs(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT),
-               DATABASE_URL="postgres://nobody@127.0.0.1:1/unreachable")  # proves no DB access
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT), DATABASE_URL="postgres://nobody@127.0.0.1:1/unreachable"
+    )  # proves no DB access
     return subprocess.run(  # noqa: S603
         [sys.executable, "-m", "django", "runjobs", "--settings", "tests.settings", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -28,8 +28,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_enqueue_returns_the_saved_job():
-    job = enqueue("test.echo", {"file": "orders.csv"}, queue="imports", priority=5,
-                  trace_id="abc", tenant_id=42, operated_by="user:7")
+    job = enqueue(
+        "test.echo",
+        {"file": "orders.csv"},
+        queue="imports",
+        priority=5,
+        trace_id="abc",
+        tenant_id=42,
+        operated_by="user:7",
+    )
     row = Job.objects.get(pk=job.id)
     assert (row.type, row.queue, row.priority, row.status) == ("test.echo", "imports", 5, "PENDING")
     assert row.config == {"file": "orders.csv"}
@@ -133,8 +140,9 @@ def test_delayed_job_sends_no_notify():
 
 def test_relative_run_after_uses_the_database_clock():
     job = enqueue("test.echo", {}, run_after=timedelta(minutes=10))
-    delta = sql_one("SELECT extract(epoch FROM run_after - created_at) FROM pgjobs_job WHERE id=%s",
-                    [job.id])
+    delta = sql_one(
+        "SELECT extract(epoch FROM run_after - created_at) FROM pgjobs_job WHERE id=%s", [job.id]
+    )
     assert 599 <= float(delta) <= 601
 
 
@@ -183,9 +191,13 @@ def test_default_limit_is_one_mebibyte():
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"queue": "bad queue"}, "invalid queue name"), ({"priority": 1000}, "out of range"),
-     ({"max_attempts": 0}, "max_attempts"), ({"run_after": "tomorrow"}, "run_after"),
-     ({"trace_id": "x" * 300}, "trace_id")],
+    [
+        ({"queue": "bad queue"}, "invalid queue name"),
+        ({"priority": 1000}, "out of range"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"run_after": "tomorrow"}, "run_after"),
+        ({"trace_id": "x" * 300}, "trace_id"),
+    ],
 )
 def test_bad_options_are_refused(kwargs, match):
     with pytest.raises(InvalidJobOption, match=match):
@@ -212,15 +224,18 @@ def test_check_constraint_refuses_unknown_status():
         sql("UPDATE pgjobs_job SET status='DONE' WHERE id=%s", [job.id])
 
 
-@pytest.mark.parametrize("status, token, expires, ok", [
-    ("RUNNING", True, True, True),
-    ("RUNNING", False, True, False),  # running without a lease
-    ("RUNNING", True, False, False),  # a lease that never expires
-    ("PENDING", True, True, False),  # a lease on a job nobody runs
-    ("COMPLETED", True, False, False),
-    ("COMPLETED", False, True, True),  # an expiry alone is harmless: nothing matches on it
-    ("FAILED", False, False, True),
-])
+@pytest.mark.parametrize(
+    "status, token, expires, ok",
+    [
+        ("RUNNING", True, True, True),
+        ("RUNNING", False, True, False),  # running without a lease
+        ("RUNNING", True, False, False),  # a lease that never expires
+        ("PENDING", True, True, False),  # a lease on a job nobody runs
+        ("COMPLETED", True, False, False),
+        ("COMPLETED", False, True, True),  # an expiry alone is harmless: nothing matches on it
+        ("FAILED", False, False, True),
+    ],
+)
 def test_check_constraint_ties_the_lease_to_running(status, token, expires, ok):
     job = enqueue("test.echo", {})
     update = (
@@ -232,8 +247,10 @@ def test_check_constraint_ties_the_lease_to_running(status, token, expires, ok):
         sql(update, [status, token, expires, job.id])
         assert Job.objects.get(pk=job.id).status == status
     else:
-        with pytest.raises(IntegrityError, match="pgjobs_job_lease_iff_running"), (
-                transaction.atomic()):
+        with (
+            pytest.raises(IntegrityError, match="pgjobs_job_lease_iff_running"),
+            transaction.atomic(),
+        ):
             sql(update, [status, token, expires, job.id])
 
 
@@ -283,15 +300,36 @@ def test_enqueue_many_rolls_back_with_the_caller():
 
 
 def test_enqueue_many_gives_every_row_the_options_and_keeps_odd_text():
-    configs = [{"s": "tab\there", "n": "line\nbreak", "b": "back\\slash \\N", "u": "é€😀"},
-               {}, {"nested": {"a": [1, {"b": None}]}}]
-    ids = enqueue_many("test.echo", configs, queue="bulk", tenant_id="acme", trace_id="t-1",
-                       operated_by="ops", max_attempts=7, run_after=timedelta(minutes=5))
+    configs = [
+        {"s": "tab\there", "n": "line\nbreak", "b": "back\\slash \\N", "u": "é€😀"},
+        {},
+        {"nested": {"a": [1, {"b": None}]}},
+    ]
+    ids = enqueue_many(
+        "test.echo",
+        configs,
+        queue="bulk",
+        tenant_id="acme",
+        trace_id="t-1",
+        operated_by="ops",
+        max_attempts=7,
+        run_after=timedelta(minutes=5),
+    )
     jobs = list(Job.objects.filter(id__in=ids).order_by("id"))
     assert [j.config for j in jobs] == configs
-    assert {(j.type, j.queue, j.tenant_id, j.trace_id, j.operated_by, j.max_attempts, j.status,
-             j.attempts) for j in jobs} == {
-        ("test.echo", "bulk", "acme", "t-1", "ops", 7, JobStatus.PENDING, 0)}
+    assert {
+        (
+            j.type,
+            j.queue,
+            j.tenant_id,
+            j.trace_id,
+            j.operated_by,
+            j.max_attempts,
+            j.status,
+            j.attempts,
+        )
+        for j in jobs
+    } == {("test.echo", "bulk", "acme", "t-1", "ops", 7, JobStatus.PENDING, 0)}
     delay = sql_one("SELECT max(extract(epoch FROM run_after - created_at)) FROM pgjobs_job")
     assert 299 <= float(delay) <= 301
 
@@ -334,7 +372,10 @@ def test_enqueue_prepares_its_insert_once_per_connection():
     third = enqueue("test.echo", {"n": 3})
     assert _prepared_inserts() == 1
     assert list(Job.objects.order_by("id").values_list("config", "trace_id", "tenant_id")) == [
-        ({"n": 1}, None, None), ({"n": 2}, "t-1", "7"), ({"n": 3}, None, None)]
+        ({"n": 1}, None, None),
+        ({"n": 2}, "t-1", "7"),
+        ({"n": 3}, None, None),
+    ]
     assert first.id < third.id
 
 
@@ -343,7 +384,7 @@ def test_enqueue_prepares_its_insert_once_per_connection():
     [("auto", True, 0), (False, False, 0), (True, True, 1), ("auto", False, 1)],
 )
 def test_prepared_statements_setting(settings, setting, disable_cursors, prepared):
-    """"auto" stays off behind what Django's docs set for a transaction-mode pooler."""
+    """ "auto" stays off behind what Django's docs set for a transaction-mode pooler."""
     settings.PGJOBS = {"PREPARED_STATEMENTS": setting}
     old = connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS", False)
     connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] = disable_cursors
@@ -405,7 +446,10 @@ def test_prepared_insert_returns_the_times_django_reads_back():
     row = Job.objects.get(pk=job.id)
     assert job.created_at.utcoffset() is not None
     assert (job.created_at, job.run_after, job.updated_at) == (
-        row.created_at, row.run_after, row.updated_at)
+        row.created_at,
+        row.run_after,
+        row.updated_at,
+    )
 
 
 def test_the_returned_job_is_the_row_read_back():
@@ -441,8 +485,10 @@ def test_a_post_init_receiver_sees_the_returned_job():
 def test_a_database_error_in_enqueue_is_djangos_and_the_transaction_rolls_back():
     sql("""CREATE FUNCTION pgjobs_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
            BEGIN RAISE EXCEPTION 'refused by test' USING ERRCODE = 'check_violation'; END $$""")
-    sql("CREATE TRIGGER pgjobs_test_refuse BEFORE INSERT ON pgjobs_job "
-        "FOR EACH ROW EXECUTE FUNCTION pgjobs_test_refuse()")
+    sql(
+        "CREATE TRIGGER pgjobs_test_refuse BEFORE INSERT ON pgjobs_job "
+        "FOR EACH ROW EXECUTE FUNCTION pgjobs_test_refuse()"
+    )
     try:
         with pytest.raises(IntegrityError, match="refused by test"), transaction.atomic():
             enqueue("test.echo", {"n": 1})

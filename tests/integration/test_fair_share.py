@@ -11,8 +11,15 @@ TYPES = ["test.noop"]
 
 
 def claim(limit, fair, after=None):
-    return queries.claim(worker_id="w", types=TYPES, queues=None, limit=limit, lease_seconds=30,
-                         fair=fair, after_tenant=after)
+    return queries.claim(
+        worker_id="w",
+        types=TYPES,
+        queues=None,
+        limit=limit,
+        lease_seconds=30,
+        fair=fair,
+        after_tenant=after,
+    )
 
 
 def backlog():
@@ -42,8 +49,9 @@ def test_fair_share_keeps_fifo_within_a_tenant_and_claims_exactly_the_limit():
     rows = claim(7, fair=True)
     assert len(rows) == 7
     big = sorted(r.id for r in rows if r.tenant_id == "big")
-    first_big = sql("SELECT id FROM pgjobs_job WHERE tenant_id='big' ORDER BY id LIMIT %s",
-                    [len(big)])
+    first_big = sql(
+        "SELECT id FROM pgjobs_job WHERE tenant_id='big' ORDER BY id LIMIT %s", [len(big)]
+    )
     assert big == [r[0] for r in first_big]
 
 

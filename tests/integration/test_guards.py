@@ -31,7 +31,9 @@ def test_no_missing_migrations():
     try:
         call_command("makemigrations", "--check", "--dry-run", stdout=out, stderr=out)
     except SystemExit:
-        pytest.fail("models changed without a migration: run manage.py makemigrations\n" + out.getvalue())
+        pytest.fail(
+            "models changed without a migration: run manage.py makemigrations\n" + out.getvalue()
+        )
 
 
 @pytest.mark.django_db(transaction=True)  # committed rows, as ANALYZE sees them in production
@@ -41,20 +43,32 @@ def test_claim_uses_the_partial_index(fair):
     scans finished jobs nor sorts every pending one."""
     from django_pgjobs import queries
 
-    sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', 'COMPLETED', now() "
-        "FROM generate_series(1, 20000)")
-    sql("INSERT INTO pgjobs_job (type, tenant_id) SELECT 'test.noop', 't' || (i % 3) "
-        "FROM generate_series(1, 20000) i")
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', 'COMPLETED', now() "
+        "FROM generate_series(1, 20000)"
+    )
+    sql(
+        "INSERT INTO pgjobs_job (type, tenant_id) SELECT 'test.noop', 't' || (i % 3) "
+        "FROM generate_series(1, 20000) i"
+    )
     sql("ANALYZE pgjobs_job")
-    params = {"types": ["test.noop"], "all_queues": True, "queues": [], "limit": 10,
-              "worker": "w", "lease": 30.0, "after": ""}
+    params = {
+        "types": ["test.noop"],
+        "all_queues": True,
+        "queues": [],
+        "limit": 10,
+        "worker": "w",
+        "lease": 30.0,
+        "after": "",
+    }
     statement = queries._CLAIM_FAIR if fair else queries._CLAIM
     plan = "\n".join(r[0] for r in sql("EXPLAIN " + statement, params))
     index = "pgjobs_job_fair_idx" if fair else "pgjobs_job_claim_idx"
     assert index in plan, plan
     assert "Seq Scan on pgjobs_job " not in plan, (
         "the claim scans the whole jobs table: check the planner's estimate of its filters "
-        "(see the comment above _CLAIM in queries.py)\n" + plan)
+        "(see the comment above _CLAIM in queries.py)\n" + plan
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -63,42 +77,64 @@ def test_queue_depth_reads_only_active_jobs():
     indexes of PENDING and RUNNING jobs: finished jobs, millions of them, are never scanned."""
     from django_pgjobs.sql import queues, rollups
 
-    sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', 'COMPLETED', now() "
-        "FROM generate_series(1, 50000)")
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', 'COMPLETED', now() "
+        "FROM generate_series(1, 50000)"
+    )
     sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20)")
     sql("ANALYZE pgjobs_job")
-    for name, statement in (("DEPTH_BY_QUEUE", rollups.DEPTH_BY_QUEUE),
-                            ("queue_overview", queues.QUEUE_OVERVIEW)):
+    for name, statement in (
+        ("DEPTH_BY_QUEUE", rollups.DEPTH_BY_QUEUE),
+        ("queue_overview", queues.QUEUE_OVERVIEW),
+    ):
         plan = "\n".join(r[0] for r in sql("EXPLAIN " + statement))
         assert "Seq Scan on pgjobs_job" not in plan, (
             f"{name} scans the whole jobs table: keep one branch per partial index "
-            "(status = 'PENDING' / status = 'RUNNING'), never status IN (...)\n" + plan)
+            "(status = 'PENDING' / status = 'RUNNING'), never status IN (...)\n" + plan
+        )
         assert "pgjobs_job_claim_idx" in plan and "pgjobs_job_lease_idx" in plan, plan
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(("status", "index"), [
-    ("CANCELLED", "pgjobs_job_prune_idx"), ("FAILED", "pgjobs_job_prune_idx"),
-    ("COMPLETED_WITH_ERRORS", "pgjobs_job_prune_idx"), ("COMPLETED", "pgjobs_job_stats_idx")])
+@pytest.mark.parametrize(
+    ("status", "index"),
+    [
+        ("CANCELLED", "pgjobs_job_prune_idx"),
+        ("FAILED", "pgjobs_job_prune_idx"),
+        ("COMPLETED_WITH_ERRORS", "pgjobs_job_prune_idx"),
+        ("COMPLETED", "pgjobs_job_stats_idx"),
+    ],
+)
 def test_pruning_a_rare_status_does_not_walk_the_completed_jobs(status, index):
     """Retention deletes the oldest jobs of one status: for the rare (problem) statuses the range
     of that status alone, never the millions of COMPLETED jobs finished before the cutoff."""
     from django_pgjobs import queries
 
-    sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', "
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', "
         "CASE WHEN i % 100 = 0 THEN 'CANCELLED' WHEN i % 101 = 0 THEN 'FAILED' "
         "WHEN i % 103 = 0 THEN 'COMPLETED_WITH_ERRORS' ELSE 'COMPLETED' END, "
-        "now() - interval '40 days' + i * interval '1 second' FROM generate_series(1, 50000) i")
+        "now() - interval '40 days' + i * interval '1 second' FROM generate_series(1, 50000) i"
+    )
     sql("ANALYZE pgjobs_job")
-    plan = "\n".join(r[0] for r in sql(
-        "EXPLAIN " + queries._PRUNE_FINISHED,
-        {"status": status, "cutoff": "2100-01-01", "limit": 1000}))
-    assert index in plan, (f"pruning {status} does not use {index}: see models.py\n" + plan)
+    plan = "\n".join(
+        r[0]
+        for r in sql(
+            "EXPLAIN " + queries._PRUNE_FINISHED,
+            {"status": status, "cutoff": "2100-01-01", "limit": 1000},
+        )
+    )
+    assert index in plan, f"pruning {status} does not use {index}: see models.py\n" + plan
 
 
 def test_the_id_is_generated_always():
-    assert sql_one("SELECT identity_generation FROM information_schema.columns "
-                   "WHERE table_name='pgjobs_job' AND column_name='id'") == "ALWAYS"
+    assert (
+        sql_one(
+            "SELECT identity_generation FROM information_schema.columns "
+            "WHERE table_name='pgjobs_job' AND column_name='id'"
+        )
+        == "ALWAYS"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -111,8 +147,9 @@ def test_a_table_without_statistics_is_analyzed_once():
         sql("INSERT INTO pgjobs_analyze_probe SELECT generate_series(1, 500)")
         assert sql_one("SELECT reltuples FROM pg_class WHERE relname = 'pgjobs_analyze_probe'") < 0
         assert db.analyze_if_never_analyzed("pgjobs_analyze_probe") is True
-        assert sql_one("SELECT reltuples FROM pg_class "
-                       "WHERE relname = 'pgjobs_analyze_probe'") == 500
+        assert (
+            sql_one("SELECT reltuples FROM pg_class WHERE relname = 'pgjobs_analyze_probe'") == 500
+        )
         assert db.analyze_if_never_analyzed("pgjobs_analyze_probe") is False
     finally:
         sql("DROP TABLE pgjobs_analyze_probe")
@@ -134,8 +171,9 @@ def test_lease_fenced_writes_join_on_the_primary_key_after_a_burst():
 
     sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
     sql("ANALYZE pgjobs_job")
-    completions = [Completion(id=i, token=uuid4(), attempt=1, status=JobStatus.COMPLETED)
-                   for i in range(1, 11)]
+    completions = [
+        Completion(id=i, token=uuid4(), attempt=1, status=JobStatus.COMPLETED) for i in range(1, 11)
+    ]
     leases = [[c.id for c in completions], [str(c.token) for c in completions]]
     plans = {
         "finalize": (queries._FINALIZE, queries._finalize_params(completions)),
@@ -145,7 +183,8 @@ def test_lease_fenced_writes_join_on_the_primary_key_after_a_burst():
     for name, (statement, params) in plans.items():
         plan = "\n".join(r[0] for r in sql("EXPLAIN " + statement, params))
         assert "pgjobs_job_pkey" in plan and "pgjobs_job_lease_idx" not in plan, (
-            f"the {name} statement does not look its rows up by id:\n{plan}")
+            f"the {name} statement does not look its rows up by id:\n{plan}"
+        )
 
 
 def _explain_generic(name: str, statement: str, types: dict[str, str], args: dict) -> str:
@@ -159,8 +198,9 @@ def _explain_generic(name: str, statement: str, types: dict[str, str], args: dic
     try:
         sql(f"PREPARE {name} ({', '.join(types[n] for n in order)}) AS {positional}")
         placeholders = ", ".join(["%s"] * len(order))
-        plan = "\n".join(r[0] for r in sql(f"EXPLAIN EXECUTE {name} ({placeholders})",
-                                           [args[n] for n in order]))
+        plan = "\n".join(
+            r[0] for r in sql(f"EXPLAIN EXECUTE {name} ({placeholders})", [args[n] for n in order])
+        )
         sql(f"DEALLOCATE {name}")
     finally:
         sql("RESET plan_cache_mode")
@@ -180,24 +220,43 @@ def test_the_workers_generic_plans_walk_the_same_indexes(history):
     from django_pgjobs.queries import Completion
 
     if history == "finished":
-        sql("INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', "
-            "'COMPLETED', now() FROM generate_series(1, 20000)")
+        sql(
+            "INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', "
+            "'COMPLETED', now() FROM generate_series(1, 20000)"
+        )
     sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
     sql("ANALYZE pgjobs_job")
     claim = _explain_generic(
-        "pgjobs_test_claim", queries._CLAIM,
-        {"types": "text[]", "all_queues": "boolean", "queues": "text[]", "limit": "integer",
-         "worker": "text", "lease": "double precision"},
-        {"types": ["test.noop"], "all_queues": True, "queues": [], "limit": 50, "worker": "w",
-         "lease": 30.0})
+        "pgjobs_test_claim",
+        queries._CLAIM,
+        {
+            "types": "text[]",
+            "all_queues": "boolean",
+            "queues": "text[]",
+            "limit": "integer",
+            "worker": "text",
+            "lease": "double precision",
+        },
+        {
+            "types": ["test.noop"],
+            "all_queues": True,
+            "queues": [],
+            "limit": 50,
+            "worker": "w",
+            "lease": 30.0,
+        },
+    )
     assert "pgjobs_job_claim_idx" in claim and "pgjobs_job_pkey" in claim, claim
     assert "Seq Scan on pgjobs_job" not in claim and "Hash Join" not in claim, claim
-    completions = [Completion(id=i, token=uuid4(), attempt=1, status=JobStatus.COMPLETED)
-                   for i in range(1, 51)]
+    completions = [
+        Completion(id=i, token=uuid4(), attempt=1, status=JobStatus.COMPLETED) for i in range(1, 51)
+    ]
     finalize = _explain_generic(
-        "pgjobs_test_finalize", queries._FINALIZE,
+        "pgjobs_test_finalize",
+        queries._FINALIZE,
         {"completions": "text", "n_completions": "integer"},
-        queries._finalize_params(completions))
+        queries._finalize_params(completions),
+    )
     assert "pgjobs_job_pkey" in finalize and "Seq Scan on pgjobs_job" not in finalize, finalize
     assert "pgjobs_job_lease_idx" not in finalize, finalize
 
@@ -237,8 +296,10 @@ def test_no_generic_plans_from_the_statistics_of_an_empty_table(monkeypatch):
     sql("ANALYZE pgjobs_job")  # empty: what a first worker start does to a new table
     db.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "auto"
-    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, %s)",
-        [db.GENERIC_PLANS_MIN_ROWS])
+    sql(
+        "INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, %s)",
+        [db.GENERIC_PLANS_MIN_ROWS],
+    )
     sql("ANALYZE pgjobs_job")
     db.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "auto"  # looked less than the recheck ago

@@ -26,8 +26,9 @@ def listening(monkeypatch) -> Iterator[tuple[Listener, threading.Event]]:
     monkeypatch.setattr(listener_module, "CHECK_INTERVAL", 0.3)
     monkeypatch.setattr(listener_module, "CHECK_TIMEOUT", 1.0)
     woken = threading.Event()
-    lst = Listener(alias="default", channel="pgjobs", queues=None, wake=woken.set,
-                   application_name=APP)
+    lst = Listener(
+        alias="default", channel="pgjobs", queues=None, wake=woken.set, application_name=APP
+    )
     lst.start()
     try:
         yield lst, woken
@@ -38,8 +39,9 @@ def listening(monkeypatch) -> Iterator[tuple[Listener, threading.Event]]:
 
 
 def _backends() -> set[int]:
-    return {r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
-                              [APP])}
+    return {
+        r[0] for r in sql("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [APP])
+    }
 
 
 def _backend() -> int:
@@ -62,9 +64,17 @@ def test_rung_then_disarmed(listening):
     lst, woken = listening
     assert _rung_within(lst, woken, 2.0) < 2.0
     # A rung sleeper is awake: the listener released S by itself.
-    eventually(lambda: not sql("SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                               "WHERE a.application_name = %s AND l.locktype = 'advisory'",
-                               [APP]), timeout=2, message="doorbell released")
+    eventually(
+        lambda: (
+            not sql(
+                "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                "WHERE a.application_name = %s AND l.locktype = 'advisory'",
+                [APP],
+            )
+        ),
+        timeout=2,
+        message="doorbell released",
+    )
     assert lst.arm(5.0) is Armed.FRESH  # and arms again on request
 
 
@@ -89,8 +99,12 @@ def test_rebuilt_when_its_backend_stops_answering(listening):
     os.kill(old, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
-        eventually(lambda: lst.rebuilds >= 1 and lst.connected.is_set(), timeout=10,
-                   interval=0.02, message="listener rebuilt")
+        eventually(
+            lambda: lst.rebuilds >= 1 and lst.connected.is_set(),
+            timeout=10,
+            interval=0.02,
+            message="listener rebuilt",
+        )
         detected = time.monotonic() - t0
         assert detected < 5.0, detected
         eventually(lambda: _backends() - {old}, timeout=5, message="a new LISTEN backend")

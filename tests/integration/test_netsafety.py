@@ -15,8 +15,10 @@ def test_a_handler_threads_connection_carries_the_settings_on_both_ends(settings
     settings.PGJOBS = {**settings.PGJOBS, "TCP_KEEPALIVES_IDLE": 7, "TCP_USER_TIMEOUT": 4.5}
     database = connections["default"].settings_dict
     saved = database["OPTIONS"]  # as a fresh process has it, plus a key of the user's
-    database["OPTIONS"] = {**{k: v for k, v in saved.items()
-                              if k not in netsafety.client_options()}, "keepalives_count": 4}
+    database["OPTIONS"] = {
+        **{k: v for k, v in saved.items() if k not in netsafety.client_options()},
+        "keepalives_count": 4,
+    }
     try:
         job = enqueue("test.connection_options", {})
         run_worker(concurrency=1)
@@ -26,8 +28,17 @@ def test_a_handler_threads_connection_carries_the_settings_on_both_ends(settings
     done = Job.objects.get(pk=job.id)
     assert done.status == JobStatus.COMPLETED, done.error
     assert done.result["client"] == {
-        "connect_timeout": "10", "keepalives": "1", "keepalives_idle": "7",
-        "keepalives_interval": "2", "keepalives_count": "4", "tcp_user_timeout": "4500"}
+        "connect_timeout": "10",
+        "keepalives": "1",
+        "keepalives_idle": "7",
+        "keepalives_interval": "2",
+        "keepalives_count": "4",
+        "tcp_user_timeout": "4500",
+    }
     assert done.result["server"] == {  # over TCP (./dev test's server listens on 127.0.0.1)
-        "tcp_keepalives_idle": "7", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "4",
-        "tcp_user_timeout": "4500", "client_connection_check_interval": "2000"}
+        "tcp_keepalives_idle": "7",
+        "tcp_keepalives_interval": "2",
+        "tcp_keepalives_count": "4",
+        "tcp_user_timeout": "4500",
+        "client_connection_check_interval": "2000",
+    }

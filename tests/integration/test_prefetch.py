@@ -39,8 +39,11 @@ def quick():
 
 
 def started(**opts):
-    worker = Worker(WorkerOptions.from_settings(
-        listen=False, install_signal_handlers=False, scheduler=False, prune=False, **opts))
+    worker = Worker(
+        WorkerOptions.from_settings(
+            listen=False, install_signal_handlers=False, scheduler=False, prune=False, **opts
+        )
+    )
     worker.start()
     return worker
 
@@ -54,20 +57,27 @@ def settle(worker, n, *, short=True):
         worker.handoff._typical["test.quick"] = 0.00001
 
 
-@pytest.mark.parametrize(("prefetch", "config", "second_claim"), [
-    (20, {}, 2 + 20),  # short runs: the free threads and the prefetch
-    (0, {}, 2),  # prefetch off: one job per free thread
-    (20, {"sleep": 0.005}, 2),  # 5 ms runs are not short: no prefetch
-], ids=["short", "prefetch-0", "not-short"])
-def test_a_claim_takes_more_than_the_free_threads_only_for_short_jobs(quick, prefetch, config,
-                                                                      second_claim):
+@pytest.mark.parametrize(
+    ("prefetch", "config", "second_claim"),
+    [
+        (20, {}, 2 + 20),  # short runs: the free threads and the prefetch
+        (0, {}, 2),  # prefetch off: one job per free thread
+        (20, {"sleep": 0.005}, 2),  # 5 ms runs are not short: no prefetch
+    ],
+    ids=["short", "prefetch-0", "not-short"],
+)
+def test_a_claim_takes_more_than_the_free_threads_only_for_short_jobs(
+    quick, prefetch, config, second_claim
+):
     enqueue_many("test.quick", [config] * 60)
     worker = started(concurrency=2, prefetch=prefetch, batch_size=100)
     try:
         assert worker.run_once() == 2  # a type never run here is not known to be short
         settle(worker, 2, short=not config)
         assert worker.run_once() == second_claim
-        assert Job.objects.filter(status=JobStatus.RUNNING).count() == second_claim  # not yet finalized
+        assert (
+            Job.objects.filter(status=JobStatus.RUNNING).count() == second_claim
+        )  # not yet finalized
     finally:
         worker.shutdown()
     assert Job.objects.filter(status=JobStatus.RUNNING).count() == 0  # unstarted: released
@@ -171,8 +181,9 @@ def test_shutdown_retries_a_failed_release_of_unstarted_jobs(quick, monkeypatch)
     finally:
         quick.open.set()
     assert calls[:2] == ["released unstarted at worker shutdown"] * 2
-    assert {(j.status, j.attempts) for j in Job.objects.filter(id__in=held)} == \
-        {(JobStatus.PENDING, 0)}
+    assert {(j.status, j.attempts) for j in Job.objects.filter(id__in=held)} == {
+        (JobStatus.PENDING, 0)
+    }
 
 
 def test_a_capped_queue_is_claimed_for_free_threads_only(quick):
@@ -185,7 +196,9 @@ def test_a_capped_queue_is_claimed_for_free_threads_only(quick):
         settle(worker, 2)
         assert worker.run_once() == 2 + 20  # short: the prefetch, from the uncapped queue only
         running = Job.objects.filter(status=JobStatus.RUNNING)
-        assert (running.filter(queue="capped").count(), running.exclude(queue="capped").count()) \
-            == (2, 20)
+        assert (
+            running.filter(queue="capped").count(),
+            running.exclude(queue="capped").count(),
+        ) == (2, 20)
     finally:
         worker.shutdown()

@@ -16,8 +16,9 @@ TYPES = ["test.echo", "test.behave", "test.noop"]
 
 
 def claim(limit=10, queues=None, types=TYPES, lease=30.0, worker="w1"):
-    return queries.claim(worker_id=worker, types=types, queues=queues, limit=limit,
-                         lease_seconds=lease)
+    return queries.claim(
+        worker_id=worker, types=types, queues=queues, limit=limit, lease_seconds=lease
+    )
 
 
 def test_claim_takes_exactly_the_limit_and_counts_the_attempt():
@@ -28,8 +29,13 @@ def test_claim_takes_exactly_the_limit_and_counts_the_attempt():
     assert Job.objects.filter(status="RUNNING").count() == 10
     tokens = {r.lease_token for r in rows}
     assert len(tokens) == 10  # one fresh token per job
-    assert sql_one("SELECT count(*) FROM pgjobs_job WHERE status='RUNNING' "
-                   "AND locked_by='w1' AND lease_expires_at > now() + interval '29 seconds'") == 10
+    assert (
+        sql_one(
+            "SELECT count(*) FROM pgjobs_job WHERE status='RUNNING' "
+            "AND locked_by='w1' AND lease_expires_at > now() + interval '29 seconds'"
+        )
+        == 10
+    )
 
 
 def test_claim_order_is_priority_then_fifo():
@@ -58,11 +64,22 @@ def test_finalize_applies_only_with_the_right_token_and_attempt():
     stale_attempt = Completion(id=row.id, token=row.lease_token, attempt=2, status="COMPLETED")
     assert queries.finalize([wrong, stale_attempt]) == set()
     assert Job.objects.get(pk=row.id).status == "RUNNING"
-    good = Completion(id=row.id, token=row.lease_token, attempt=1, status="COMPLETED",
-                      result={"rows": 3}, duration_ms=12)
+    good = Completion(
+        id=row.id,
+        token=row.lease_token,
+        attempt=1,
+        status="COMPLETED",
+        result={"rows": 3},
+        duration_ms=12,
+    )
     assert queries.finalize([good]) == {row.id}
     job = Job.objects.get(pk=row.id)
-    assert (job.status, job.result, job.duration_ms, job.lease_token) == ("COMPLETED", {"rows": 3}, 12, None)
+    assert (job.status, job.result, job.duration_ms, job.lease_token) == (
+        "COMPLETED",
+        {"rows": 3},
+        12,
+        None,
+    )
     assert (job.finished_at - job.started_at).total_seconds() == pytest.approx(0.012, abs=0.001)
     # A second finalize of the same run (duplicate delivery) changes nothing.
     assert queries.finalize([good]) == set()
@@ -72,20 +89,36 @@ def test_result_is_merged_not_replaced():
     job = enqueue("test.echo", {})
     Job.objects.filter(pk=job.id).update(result={"kept": 1, "rows": 0})
     (row,) = claim()
-    queries.finalize([Completion(id=row.id, token=row.lease_token, attempt=1,
-                                 status="COMPLETED", result={"rows": 5})])
+    queries.finalize(
+        [
+            Completion(
+                id=row.id, token=row.lease_token, attempt=1, status="COMPLETED", result={"rows": 5}
+            )
+        ]
+    )
     assert Job.objects.get(pk=job.id).result == {"kept": 1, "rows": 5}
 
 
 def test_retry_sets_run_after_from_the_database_clock():
     enqueue("test.echo", {})
     (row,) = claim()
-    queries.finalize([Completion(id=row.id, token=row.lease_token, attempt=1, status="PENDING",
-                                 error="boom", delay=120.0)])
+    queries.finalize(
+        [
+            Completion(
+                id=row.id,
+                token=row.lease_token,
+                attempt=1,
+                status="PENDING",
+                error="boom",
+                delay=120.0,
+            )
+        ]
+    )
     job = Job.objects.get(pk=row.id)
     assert job.status == "PENDING" and job.attempts == 1 and job.error == "boom"
-    wait = sql_one("SELECT extract(epoch FROM run_after - updated_at) FROM pgjobs_job WHERE id=%s",
-                   [row.id])
+    wait = sql_one(
+        "SELECT extract(epoch FROM run_after - updated_at) FROM pgjobs_job WHERE id=%s", [row.id]
+    )
     assert float(wait) == pytest.approx(120.0, abs=0.5)
     assert job.history[-1]["outcome"] == "PENDING" and job.history[-1]["attempt"] == 1
     assert claim() == []  # not due yet
@@ -97,8 +130,10 @@ def test_heartbeat_extends_held_leases_and_reports_lost_ones():
     sql("UPDATE pgjobs_job SET lease_token = gen_random_uuid() WHERE id=%s", [b.id])  # taken over
     held = queries.heartbeat([(a.id, a.lease_token), (b.id, b.lease_token)], 60)
     assert held == {a.id: False}
-    assert sql_one("SELECT lease_expires_at > now() + interval '59 seconds' FROM pgjobs_job "
-                   "WHERE id=%s", [a.id])
+    assert sql_one(
+        "SELECT lease_expires_at > now() + interval '59 seconds' FROM pgjobs_job WHERE id=%s",
+        [a.id],
+    )
 
 
 def test_heartbeat_reports_cancel_requests():
@@ -155,8 +190,10 @@ def test_reaper_never_overwrites_a_completion_race_loop():
     for i in range(100):
         enqueue("test.echo", {"i": i})
         (row,) = claim()
-        sql("UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 second' WHERE id=%s",
-            [row.id])
+        sql(
+            "UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 second' WHERE id=%s",
+            [row.id],
+        )
         done = Completion(id=row.id, token=row.lease_token, attempt=1, status="COMPLETED")
         if i % 2:
             won_finalize = queries.finalize([done]) == {row.id}
@@ -173,8 +210,9 @@ def test_reaper_never_overwrites_a_completion_race_loop():
 def test_manual_retry_and_cancel():
     enqueue_many("test.echo", [{}, {}, {}])
     a, b, c = claim()
-    queries.finalize([Completion(id=a.id, token=a.lease_token, attempt=1, status="FAILED",
-                                 error="x")])
+    queries.finalize(
+        [Completion(id=a.id, token=a.lease_token, attempt=1, status="FAILED", error="x")]
+    )
     assert queries.retry_now([a.id, b.id]) == [a.id]  # b is running: skipped
     job = Job.objects.get(pk=a.id)
     assert (job.status, job.attempts) == ("PENDING", 0)
@@ -198,11 +236,13 @@ def test_finalize_and_claim_raises_djangos_errors_when_the_connection_is_gone(se
     with psycopg.connect(_conninfo(), autocommit=True) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
     with pytest.raises(OperationalError):
-        queries.finalize_and_claim(done, worker_id="w1", types=TYPES, queues=None, limit=2,
-                                   lease_seconds=30.0)
+        queries.finalize_and_claim(
+            done, worker_id="w1", types=TYPES, queues=None, limit=2, lease_seconds=30.0
+        )
     connection.close()
-    written, more = queries.finalize_and_claim(done, worker_id="w1", types=TYPES, queues=None,
-                                               limit=2, lease_seconds=30.0)
+    written, more = queries.finalize_and_claim(
+        done, worker_id="w1", types=TYPES, queues=None, limit=2, lease_seconds=30.0
+    )
     assert written == {rows[0].id} and len(more) == 2
 
 
@@ -210,8 +250,11 @@ def _conninfo() -> str:
     from django.db import connection
 
     p = connection.get_connection_params()
-    return " ".join(f"{k}={v}" for k, v in p.items()
-                    if k in ("host", "port", "dbname", "user", "password") and v)
+    return " ".join(
+        f"{k}={v}"
+        for k, v in p.items()
+        if k in ("host", "port", "dbname", "user", "password") and v
+    )
 
 
 def test_pipelined_finalize_and_claim_is_seen_by_django_instrumentation():
@@ -229,8 +272,9 @@ def test_pipelined_finalize_and_claim_is_seen_by_django_instrumentation():
         return execute(sql_text, params, many, context)
 
     with CaptureQueriesContext(connection) as captured, connection.execute_wrapper(wrapper):
-        written, more = queries.finalize_and_claim(done, worker_id="w1", types=TYPES,
-                                                   queues=None, limit=2, lease_seconds=30.0)
+        written, more = queries.finalize_and_claim(
+            done, worker_id="w1", types=TYPES, queues=None, limit=2, lease_seconds=30.0
+        )
     assert written == {rows[0].id} and len(more) == 2
     assert len(captured.captured_queries) == 2 and len(wrapped) == 2
     assert "jsonb_to_recordset" in logged_sql(captured.captured_queries[0], wrapped[0])

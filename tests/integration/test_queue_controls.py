@@ -29,22 +29,36 @@ def test_limited_queue_is_only_claimed_through_its_cap():
     enqueue_many("test.noop", [{}] * 10, queue="emails")
     Queue.objects.create(name="emails", concurrency_limit=2)
     assert claim() == []  # the fast path leaves capped queues alone
-    first = queries.claim_limited(queue="emails", worker_id="a", types=TYPES, limit=5,
-                                  lease_seconds=30)
+    first = queries.claim_limited(
+        queue="emails", worker_id="a", types=TYPES, limit=5, lease_seconds=30
+    )
     assert len(first) == 2
-    assert queries.claim_limited(queue="emails", worker_id="b", types=TYPES, limit=5,
-                                 lease_seconds=30) == []
-    sql("UPDATE pgjobs_job SET status='COMPLETED', lease_token=NULL, lease_expires_at=NULL "
-        "WHERE id=%s", [first[0].id])
-    assert len(queries.claim_limited(queue="emails", worker_id="b", types=TYPES, limit=5,
-                                     lease_seconds=30)) == 1
+    assert (
+        queries.claim_limited(queue="emails", worker_id="b", types=TYPES, limit=5, lease_seconds=30)
+        == []
+    )
+    sql(
+        "UPDATE pgjobs_job SET status='COMPLETED', lease_token=NULL, lease_expires_at=NULL "
+        "WHERE id=%s",
+        [first[0].id],
+    )
+    assert (
+        len(
+            queries.claim_limited(
+                queue="emails", worker_id="b", types=TYPES, limit=5, lease_seconds=30
+            )
+        )
+        == 1
+    )
 
 
 def test_paused_limited_queue_is_not_claimed():
     enqueue_many("test.noop", [{}] * 3, queue="emails")
     Queue.objects.create(name="emails", concurrency_limit=2, paused=True)
-    assert queries.claim_limited(queue="emails", worker_id="a", types=TYPES, limit=5,
-                                 lease_seconds=30) == []
+    assert (
+        queries.claim_limited(queue="emails", worker_id="a", types=TYPES, limit=5, lease_seconds=30)
+        == []
+    )
 
 
 def test_cluster_wide_limit_holds_across_worker_processes(start_worker):
@@ -52,14 +66,16 @@ def test_cluster_wide_limit_holds_across_worker_processes(start_worker):
     Queue.objects.create(name="emails", concurrency_limit=2, paused=True)
     enqueue_many("test.behave", [{"do": "sleep", "seconds": 0.15}] * 16, queue="emails")
     before = deadlocks()
-    workers = [start_worker("--concurrency", "1", "--poll-interval", "0.05", "-v", "0")
-               for _ in range(4)]
+    workers = [
+        start_worker("--concurrency", "1", "--poll-interval", "0.05", "-v", "0") for _ in range(4)
+    ]
     # Start together: resume the queue once every worker is up (a paused queue is not claimed).
     eventually(lambda: sql_one("SELECT count(*) FROM pgjobs_worker") == 4, timeout=60)
     assert sql_one("SELECT count(*) FROM pgjobs_job WHERE status <> 'PENDING'") == 0
     Queue.objects.filter(name="emails").update(paused=False)
     peak = 0
     import time
+
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         running = sql_one("SELECT count(*) FROM pgjobs_job WHERE status='RUNNING'")

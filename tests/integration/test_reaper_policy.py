@@ -17,19 +17,28 @@ def reap():
 
 def expire(job_type, n=1):
     """Claim ``n`` due jobs of ``job_type`` as a worker that then died: lease already expired."""
-    rows = queries.claim(worker_id="w-dead", types=[job_type], queues=None, limit=n,
-                         lease_seconds=30)
+    rows = queries.claim(
+        worker_id="w-dead", types=[job_type], queues=None, limit=n, lease_seconds=30
+    )
     assert len(rows) == n
     ids = [r.id for r in rows]
-    sql("UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 second' "
-        "WHERE id = ANY(%s)", [ids])
+    sql(
+        "UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 second' WHERE id = ANY(%s)",
+        [ids],
+    )
     return ids
 
 
 def delays(ids):
     """Seconds from now until each job runs again."""
-    return [float(d) for (d,) in sql("SELECT extract(epoch FROM run_after - now()) "
-                                     "FROM pgjobs_job WHERE id = ANY(%s) ORDER BY id", [ids])]
+    return [
+        float(d)
+        for (d,) in sql(
+            "SELECT extract(epoch FROM run_after - now()) "
+            "FROM pgjobs_job WHERE id = ANY(%s) ORDER BY id",
+            [ids],
+        )
+    ]
 
 
 def test_backoff_callable_of_the_type_sets_the_delay():
@@ -69,11 +78,15 @@ def test_lease_expired_on_the_last_attempt_fails_the_job():
 
 def test_a_type_this_worker_does_not_know_is_left_to_others_for_two_reap_intervals():
     """Within the grace a worker that knows the type (and its policy) gets the first go."""
-    ids = [i for (i,) in sql(
-        "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, started_at, "
-        "lease_token, lease_expires_at) SELECT 'test.outcome.nobody', 'RUNNING', 1, 5, 'w-dead', "
-        "now() - interval '1 minute', gen_random_uuid(), now() - interval '15 seconds' "
-        "FROM generate_series(1, 3) RETURNING id")]
+    ids = [
+        i
+        for (i,) in sql(
+            "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, started_at, "
+            "lease_token, lease_expires_at) SELECT 'test.outcome.nobody', 'RUNNING', 1, 5, 'w-dead', "
+            "now() - interval '1 minute', gen_random_uuid(), now() - interval '15 seconds' "
+            "FROM generate_series(1, 3) RETURNING id"
+        )
+    ]
     enqueue("test.outcome.reap_fixed", {})
     known = expire("test.outcome.reap_fixed")
     from django_pgjobs.worker.maintenance import Reaper
@@ -86,11 +99,15 @@ def test_a_type_this_worker_does_not_know_is_left_to_others_for_two_reap_interva
 
 def test_jobs_of_a_type_registered_nowhere_get_the_global_policy(settings):
     settings.PGJOBS = {**settings.PGJOBS, "BACKOFF_BASE": 50.0, "BACKOFF_MAX": 3600.0}
-    ids = [i for (i,) in sql(  # RUNNING rows no handler here knows (another deployment's type)
-        "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, started_at, "
-        "lease_token, lease_expires_at) SELECT 'test.outcome.nobody', 'RUNNING', 1, 5, 'w-dead', "
-        "now() - interval '2 minutes', gen_random_uuid(), now() - interval '1 minute' "
-        "FROM generate_series(1, 10) RETURNING id")]  # expired past the grace (2 x 10 s)
+    ids = [
+        i
+        for (i,) in sql(  # RUNNING rows no handler here knows (another deployment's type)
+            "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, started_at, "
+            "lease_token, lease_expires_at) SELECT 'test.outcome.nobody', 'RUNNING', 1, 5, 'w-dead', "
+            "now() - interval '2 minutes', gen_random_uuid(), now() - interval '1 minute' "
+            "FROM generate_series(1, 10) RETURNING id"
+        )
+    ]  # expired past the grace (2 x 10 s)
     assert reap() == {"rescued": 10, "failed": 0}
     assert set(Job.objects.filter(id__in=ids).values_list("status", flat=True)) == {"PENDING"}
     found = delays(ids)

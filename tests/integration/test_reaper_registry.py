@@ -17,19 +17,25 @@ FOREIGN = ("--settings", "tests.integration.foreign_settings")
 
 def running_with_expired_lease(job_type, expired_ago):
     enqueue(job_type, {})
-    (row,) = queries.claim(worker_id="w-dead", types=[job_type], queues=None, limit=1,
-                           lease_seconds=30)
-    sql("UPDATE pgjobs_job SET lease_expires_at = now() - %s * interval '1 second' "
-        "WHERE id = %s", [expired_ago, row.id])
+    (row,) = queries.claim(
+        worker_id="w-dead", types=[job_type], queues=None, limit=1, lease_seconds=30
+    )
+    sql(
+        "UPDATE pgjobs_job SET lease_expires_at = now() - %s * interval '1 second' WHERE id = %s",
+        [expired_ago, row.id],
+    )
     return row.id
 
 
 def foreign_type_job(expired_ago):
     """A RUNNING job of a type no process here registers, its lease expired ``expired_ago`` s."""
-    return sql("INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, "
-               "started_at, lease_token, lease_expires_at) VALUES ('test.outcome.nobody', "
-               "'RUNNING', 1, 5, 'w-dead', now() - interval '1 hour', gen_random_uuid(), "
-               "now() - %s * interval '1 second') RETURNING id", [expired_ago])[0][0]
+    return sql(
+        "INSERT INTO pgjobs_job (type, status, attempts, max_attempts, locked_by, "
+        "started_at, lease_token, lease_expires_at) VALUES ('test.outcome.nobody', "
+        "'RUNNING', 1, 5, 'w-dead', now() - interval '1 hour', gen_random_uuid(), "
+        "now() - %s * interval '1 second') RETURNING id",
+        [expired_ago],
+    )[0][0]
 
 
 def status(job_id):
@@ -37,16 +43,22 @@ def status(job_id):
 
 
 def delay(job_id):
-    return float(sql("SELECT extract(epoch FROM run_after - now()) FROM pgjobs_job "
-                     "WHERE id = %s", [job_id])[0][0])
+    return float(
+        sql("SELECT extract(epoch FROM run_after - now()) FROM pgjobs_job WHERE id = %s", [job_id])[
+            0
+        ][0]
+    )
 
 
 def test_a_worker_that_does_not_know_the_type_leaves_it_to_one_that_does(start_worker):
     known = running_with_expired_lease("test.outcome.reap_fixed", expired_ago=1)  # backoff 1234
     marker = foreign_type_job(expired_ago=3600)  # long past any grace: proves a reap pass ran
     ignorant = start_worker(*FOREIGN, "--reap-interval", "30")
-    eventually(lambda: status(marker) == JobStatus.PENDING, timeout=60,
-               message="the foreign worker's reaper rescued the long-expired job")
+    eventually(
+        lambda: status(marker) == JobStatus.PENDING,
+        timeout=60,
+        message="the foreign worker's reaper rescued the long-expired job",
+    )
     ignorant.signal(signal.SIGTERM)
     assert ignorant.wait(timeout=60) == 0, ignorant.output()
     assert status(known) == JobStatus.RUNNING, ignorant.output()  # left to a knowing worker

@@ -40,6 +40,7 @@ def test_lost_lease_rolls_the_effect_back():
 
 def test_async_handlers_cannot_be_transactional():
     with pytest.raises(ImproperlyConfigured, match="sync handler"):
+
         @handler("test.bad_tx", transactional=True)
         async def bad(job):
             return None

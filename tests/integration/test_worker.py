@@ -31,9 +31,11 @@ run = run_worker
 
 def drain(timeout=20.0, **overrides):
     """Run burst workers until no job is pending or running (retries have short backoff)."""
+
     def settled():
         run(**overrides)
         return not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists()
+
     eventually(settled, timeout=timeout, interval=0.05, message="queue drained")
 
 
@@ -253,7 +255,9 @@ def test_worker_runs_on_a_server_side_binding_connection(settings, prepared):
     eventually(settled, timeout=20, message="drained through server-side binding")
     assert Job.objects.get(pk=ok.id).result == {"echo": {"n": 1}}
     assert (Job.objects.get(pk=flaky.id).status, Job.objects.get(pk=flaky.id).attempts) == (
-        JobStatus.COMPLETED, 2)
+        JobStatus.COMPLETED,
+        2,
+    )
     assert Job.objects.filter(id__in=ids, status=JobStatus.COMPLETED).count() == 30
 
 
@@ -276,14 +280,20 @@ def test_a_short_job_type_that_runs_long_does_not_hold_back_its_batch():
     try:
         enqueue("test.quick", {"name": "stall"}, priority=5)  # claimed first, in one batch
         enqueue_many("test.quick", [{"name": f"o{i}"} for i in range(3)])
-        worker = Worker(WorkerOptions.from_settings(
-            burst=True, listen=False, install_signal_handlers=False, concurrency=4))
+        worker = Worker(
+            WorkerOptions.from_settings(
+                burst=True, listen=False, install_signal_handlers=False, concurrency=4
+            )
+        )
         worker.handoff.ran("test.quick", 0.00001)  # its runs so far were short
         t = threading.Thread(target=worker.run)
         t.start()
         try:
-            eventually(lambda: Job.objects.filter(status="COMPLETED").count() == 3, timeout=10,
-                       message="the other jobs completed while the first one stalls")
+            eventually(
+                lambda: Job.objects.filter(status="COMPLETED").count() == 3,
+                timeout=10,
+                message="the other jobs completed while the first one stalls",
+            )
             assert Job.objects.get(config__name="stall").status == "RUNNING"
         finally:
             gate.set()
@@ -309,8 +319,11 @@ def test_a_batch_of_short_jobs_runs_on_one_executor_thread():
 
     try:
         enqueue_many("test.quick", [{}] * 8)
-        worker = Worker(WorkerOptions.from_settings(
-            burst=True, listen=False, install_signal_handlers=False, concurrency=8))
+        worker = Worker(
+            WorkerOptions.from_settings(
+                burst=True, listen=False, install_signal_handlers=False, concurrency=8
+            )
+        )
         worker.handoff.ran("test.quick", 0.00001)
         worker.handoff.grace = 10.0  # never spread: this test is about the batch alone
         worker.handoff.short = 10.0  # a run slowed by a busy machine still counts as short
@@ -322,8 +335,9 @@ def test_a_batch_of_short_jobs_runs_on_one_executor_thread():
 
 
 @pytest.mark.parametrize(("prepared", "pipeline"), [(True, True), (True, False), (False, True)])
-def test_the_hot_path_with_and_without_prepared_statements(settings, monkeypatch, prepared,
-                                                           pipeline):
+def test_the_hot_path_with_and_without_prepared_statements(
+    settings, monkeypatch, prepared, pipeline
+):
     """Prepared: finalize and claim are planned once and pipelined (two round trips on a libpq
     without pipelines); not prepared (behind a pooler that cannot hold them): one
     multi-statement query. Same outcomes."""
@@ -379,7 +393,10 @@ def test_one_info_record_per_outcome_names_its_job(caplog, monkeypatch, stock_lo
         f"{Job.objects.get(pk=ok.id).duration_ms} trace_id=trace-ok"
     )
     assert (record.action, record.job_type, record.trace_id) == (
-        "job.completed", "test.noop", "trace-ok")
+        "job.completed",
+        "test.noop",
+        "trace-ok",
+    )
     assert record.funcName == "_log_finished" and record.pathname.endswith("worker/completer.py")
     assert done[with_errors.id].action == "job.completed_with_errors"
     caplog.clear()
@@ -414,13 +431,17 @@ def run_alone(handler):
 
 
 def test_runjobs_console_gets_each_outcome_once_the_successes_a_batch_at_a_time(
-        runjobs_console, monkeypatch):
+    runjobs_console, monkeypatch
+):
     from django_pgjobs.worker import console
 
     batches = []
     write = console.ConsoleHandler.write_messages
-    monkeypatch.setattr(console.ConsoleHandler, "write_messages",
-                        lambda self, *a: (batches.append(a[2]), write(self, *a)))
+    monkeypatch.setattr(
+        console.ConsoleHandler,
+        "write_messages",
+        lambda self, *a: (batches.append(a[2]), write(self, *a)),
+    )
     ok = enqueue("test.noop", {}, trace_id="trace-ok")
     with_errors = enqueue("test.behave", {"do": "items", "n": 2})
     failed = enqueue("test.behave", {"do": "fail"})
@@ -430,20 +451,32 @@ def test_runjobs_console_gets_each_outcome_once_the_successes_a_batch_at_a_time(
     row = {r[0]: r[1:] for r in Job.objects.values_list("id", "max_attempts", "duration_ms")}
 
     def success(id, type="test.noop", action="job.completed", trace="None"):
-        return (f"{action} {type}#{id} queue=default attempt=1/{row[id][0]} "
-                f"duration_ms={row[id][1]} trace_id={trace}")
+        return (
+            f"{action} {type}#{id} queue=default attempt=1/{row[id][0]} "
+            f"duration_ms={row[id][1]} trace_id={trace}"
+        )
 
-    successes = [success(ok.id, trace="trace-ok"),
-                 success(with_errors.id, "test.behave", "job.completed_with_errors"),
-                 *map(success, more)]
+    successes = [
+        success(ok.id, trace="trace-ok"),
+        success(with_errors.id, "test.behave", "job.completed_with_errors"),
+        *map(success, more),
+    ]
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} "
     for message in successes:  # the standard format, once each
-        assert [ln for ln in lines if re.fullmatch(
-            stamp + "INFO django_pgjobs.worker " + re.escape(message), ln)], (message, lines)
+        assert [
+            ln
+            for ln in lines
+            if re.fullmatch(stamp + "INFO django_pgjobs.worker " + re.escape(message), ln)
+        ], (message, lines)
     assert sum("job.completed" in ln for ln in lines) == len(successes)
     assert sorted(m for batch in batches for m in batch) == sorted(successes)  # not one by one
-    assert [ln for ln in lines if re.fullmatch(
-        stamp + f"ERROR django_pgjobs.worker job.failed test.behave#{failed.id} .*", ln)]
+    assert [
+        ln
+        for ln in lines
+        if re.fullmatch(
+            stamp + f"ERROR django_pgjobs.worker job.failed test.behave#{failed.id} .*", ln
+        )
+    ]
 
 
 def test_a_filter_on_runjobs_console_still_sees_every_record(runjobs_console):

@@ -22,10 +22,18 @@ LEASE = 30.0  # tests/settings.py: the global LEASE_SECONDS
 
 
 def silent_worker(name: str, *, lease: float | None, silent_for: float) -> None:
-    workers.upsert_worker(worker_id=name, hostname="h", pid=1, queues=["*"], concurrency=1,
-                          jobs_done=0, lease_seconds=lease)
+    workers.upsert_worker(
+        worker_id=name,
+        hostname="h",
+        pid=1,
+        queues=["*"],
+        concurrency=1,
+        jobs_done=0,
+        lease_seconds=lease,
+    )
     Worker.objects.filter(worker_id=name).update(
-        last_heartbeat=database_now() - timedelta(seconds=silent_for))
+        last_heartbeat=database_now() - timedelta(seconds=silent_for)
+    )
 
 
 def alive_everywhere() -> dict[str, bool]:
@@ -67,8 +75,13 @@ def test_a_row_without_its_lease_counts_with_the_setting():
 
 
 def test_the_heartbeat_records_the_workers_own_lease():
-    keeper = LeaseKeeper("w-lease", WorkerOptions(lease_seconds=7.5), Slots(),
-                         finished=lambda item, outcome: 0, jobs_done=lambda: 3)
+    keeper = LeaseKeeper(
+        "w-lease",
+        WorkerOptions(lease_seconds=7.5),
+        Slots(),
+        finished=lambda item, outcome: 0,
+        jobs_done=lambda: 3,
+    )
     keeper.renew()
     row = Worker.objects.get(worker_id="w-lease")
     assert (row.lease_seconds, row.jobs_done) == (7.5, 3)

@@ -23,23 +23,34 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LEASE = 30.0
 
 
-def claim(n: int, slots: Slots, lease_for: float = LEASE,
-          deadline: float | None = None) -> list[InFlight]:
+def claim(
+    n: int, slots: Slots, lease_for: float = LEASE, deadline: float | None = None
+) -> list[InFlight]:
     """Enqueue ``n`` test.noop jobs and claim them as the worker would; by our clock their
     leases hold for ``lease_for`` seconds (less than the lease: a beat missed)."""
     for i in range(n):
         enqueue("test.noop", {"i": i})
     sent = time.monotonic()
-    rows = queries.claim(worker_id="parts", types=["test.noop"], queues=None, limit=n,
-                         lease_seconds=LEASE)
+    rows = queries.claim(
+        worker_id="parts", types=["test.noop"], queues=None, limit=n, lease_seconds=LEASE
+    )
     spec = registry.get("test.noop")
     items = []
     for row in rows:
         job = JobContext(
-            id=row.id, type=row.type, queue=row.queue, priority=row.priority, config=row.config,
-            attempts=row.attempts, max_attempts=row.max_attempts, trace_id=row.trace_id,
-            tenant_id=row.tenant_id, created_at=row.created_at, worker_id="parts",
-            lease_token=row.lease_token, cancel_requested=row.cancel_requested,
+            id=row.id,
+            type=row.type,
+            queue=row.queue,
+            priority=row.priority,
+            config=row.config,
+            attempts=row.attempts,
+            max_attempts=row.max_attempts,
+            trace_id=row.trace_id,
+            tenant_id=row.tenant_id,
+            created_at=row.created_at,
+            worker_id="parts",
+            lease_token=row.lease_token,
+            cancel_requested=row.cancel_requested,
             lease_until=sent + lease_for,
         )
         items.append(InFlight(job, spec, deadline=deadline))
@@ -50,8 +61,12 @@ def claim(n: int, slots: Slots, lease_for: float = LEASE,
 
 def done(item: InFlight, **fields) -> Completion:
     job = item.job
-    return Completion(id=job.id, token=job.lease_text, attempt=job.attempts,
-                      **{"status": JobStatus.COMPLETED, "result": {"ok": 1}, **fields})
+    return Completion(
+        id=job.id,
+        token=job.lease_text,
+        attempt=job.attempts,
+        **{"status": JobStatus.COMPLETED, "result": {"ok": 1}, **fields},
+    )
 
 
 def status(item: InFlight) -> str:
@@ -82,8 +97,9 @@ def test_completer_writes_settles_counts_and_signals_each_outcome():
         signals.job_finished.disconnect(receiver)
     assert (status(a), status(b)) == (JobStatus.COMPLETED, JobStatus.FAILED)
     assert completer.idle() and completer.total == 2 and len(slots) == 0
-    assert sorted(seen) == sorted([(a.job.id, JobStatus.COMPLETED, True),
-                                   (b.job.id, JobStatus.FAILED, True)])
+    assert sorted(seen) == sorted(
+        [(a.job.id, JobStatus.COMPLETED, True), (b.job.id, JobStatus.FAILED, True)]
+    )
 
 
 def test_completer_writes_nothing_for_a_lost_lease_and_says_so(caplog):

@@ -32,7 +32,8 @@ def test_a_batch_the_database_refuses_is_written_job_by_job(nul_error, monkeypat
     with caplog.at_level(logging.ERROR, logger="django_pgjobs.worker"):
         run_worker(concurrency=4)
     assert set(Job.objects.filter(id__in=good).values_list("status", "attempts")) == {
-        (JobStatus.COMPLETED, 1)}
+        (JobStatus.COMPLETED, 1)
+    }
     bad.refresh_from_db()
     assert bad.status == JobStatus.FAILED and bad.attempts == 1
     assert "could not store this run's outcome" in bad.error and "\\x00" in bad.error
@@ -71,4 +72,6 @@ def test_an_unexpected_error_in_a_step_is_logged_and_the_worker_goes_on(monkeypa
     with caplog.at_level(logging.ERROR, logger="django_pgjobs.worker"):
         run_worker()
     assert Job.objects.filter(id__in=ids, status=JobStatus.COMPLETED).count() == 5
-    assert "unexpected error in the worker loop" in caplog.text and "bug in the claim" in caplog.text
+    assert (
+        "unexpected error in the worker loop" in caplog.text and "bug in the claim" in caplog.text
+    )

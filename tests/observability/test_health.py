@@ -36,8 +36,16 @@ def free_port() -> int:
 
 
 def test_in_process_worker_serves_live_and_ready_until_it_drains():
-    worker = Worker(WorkerOptions(listen=False, install_signal_handlers=False, poll_interval=0.1,
-                                  health_port=0, health_host="127.0.0.1"))
+    worker = Worker(
+        WorkerOptions(
+            listen=False,
+            install_signal_handlers=False,
+            poll_interval=0.1,
+            health_port=0,
+            health_host="127.0.0.1",
+        )
+    )
+
     def run() -> None:
         try:
             worker.run()
@@ -51,8 +59,12 @@ def test_in_process_worker_serves_live_and_ready_until_it_drains():
         port = worker._health.port
         status, body = get(port, "/readyz")
         assert status == 200, body
-        assert json.loads(body) == {"status": "ok", "draining": False, "database": "ok",
-                                    "migrations": "ok"}
+        assert json.loads(body) == {
+            "status": "ok",
+            "draining": False,
+            "database": "ok",
+            "migrations": "ok",
+        }
         assert get(port, "/livez")[0] == 200
         assert get(port, "/nope")[0] == 404
         worker._stopping.set()  # draining: not ready any more (alive still)
@@ -79,6 +91,7 @@ def test_readyz_reports_an_unreachable_database(monkeypatch):
     class Down:
         def cursor(self):
             from django.db import OperationalError
+
             raise OperationalError("connection refused")
 
         def close(self):
@@ -91,10 +104,14 @@ def test_readyz_reports_an_unreachable_database(monkeypatch):
 
 def test_runjobs_health_port(start_worker):
     port = free_port()
-    w = start_worker("--health-port", str(port), "--health-host", "127.0.0.1",
-                     "--poll-interval", "0.2")
-    eventually(lambda: get(port, "/readyz")[0] == 200, timeout=30,
-               message=f"/readyz answers 200 (worker log: {w.output()})")
+    w = start_worker(
+        "--health-port", str(port), "--health-host", "127.0.0.1", "--poll-interval", "0.2"
+    )
+    eventually(
+        lambda: get(port, "/readyz")[0] == 200,
+        timeout=30,
+        message=f"/readyz answers 200 (worker log: {w.output()})",
+    )
     assert get(port, "/livez")[0] == 200
     status, body = get(port, "/metrics")
     assert status in (200, 404)  # 404 says how to install the extra

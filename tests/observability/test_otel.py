@@ -53,5 +53,7 @@ def test_a_failed_run_has_an_error_status_and_no_trace_starts_a_new_one(spans):
     enqueue("test.behave", {"do": "fail"})
     run_worker()
     run = next(s for s in exporter.get_finished_spans() if s.name.startswith("pgjobs run"))
-    assert run.status.status_code.name == "ERROR" and "given up on purpose" in run.status.description
+    assert (
+        run.status.status_code.name == "ERROR" and "given up on purpose" in run.status.description
+    )
     assert run.parent is None and not run.links

@@ -34,25 +34,53 @@ def value(registry, name, **labels) -> float:
 
 def test_counters_histograms_and_gauges(prom):
     prometheus, registry = prom
-    enqueued_before = value(registry, "pgjobs_jobs_enqueued_total", queue="default",
-                            type="test.behave")
+    enqueued_before = value(
+        registry, "pgjobs_jobs_enqueued_total", queue="default", type="test.behave"
+    )
     enqueue("test.behave", {"do": "ok"})
     enqueue("test.behave", {"do": "fail"})
-    assert value(registry, "pgjobs_jobs_enqueued_total", queue="default",
-                 type="test.behave") == enqueued_before + 2
-    done_before = value(registry, "pgjobs_jobs_finished_total", queue="default",
-                        type="test.behave", outcome="completed")
+    assert (
+        value(registry, "pgjobs_jobs_enqueued_total", queue="default", type="test.behave")
+        == enqueued_before + 2
+    )
+    done_before = value(
+        registry,
+        "pgjobs_jobs_finished_total",
+        queue="default",
+        type="test.behave",
+        outcome="completed",
+    )
     run_worker()
-    assert value(registry, "pgjobs_jobs_finished_total", queue="default", type="test.behave",
-                 outcome="completed") == done_before + 1
-    assert value(registry, "pgjobs_jobs_finished_total", queue="default", type="test.behave",
-                 outcome="failed") >= 1
-    assert value(registry, "pgjobs_job_duration_seconds_count", queue="default",
-                 type="test.behave") >= 2
-    assert value(registry, "pgjobs_job_wait_seconds_count", queue="default",
-                 type="test.behave") >= 2
-    Job.objects.create(type="test.behave", queue="mail",
-                       run_after=datetime.now(UTC) - timedelta(seconds=30))
+    assert (
+        value(
+            registry,
+            "pgjobs_jobs_finished_total",
+            queue="default",
+            type="test.behave",
+            outcome="completed",
+        )
+        == done_before + 1
+    )
+    assert (
+        value(
+            registry,
+            "pgjobs_jobs_finished_total",
+            queue="default",
+            type="test.behave",
+            outcome="failed",
+        )
+        >= 1
+    )
+    assert (
+        value(registry, "pgjobs_job_duration_seconds_count", queue="default", type="test.behave")
+        >= 2
+    )
+    assert (
+        value(registry, "pgjobs_job_wait_seconds_count", queue="default", type="test.behave") >= 2
+    )
+    Job.objects.create(
+        type="test.behave", queue="mail", run_after=datetime.now(UTC) - timedelta(seconds=30)
+    )
     prometheus.COLLECTOR._cached = None  # gauges are cached for a few seconds
     text = prometheus.render(registry).decode()
     assert 'pgjobs_queue_depth{queue="mail",state="due"} 1.0' in text

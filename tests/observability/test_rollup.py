@@ -77,8 +77,10 @@ def test_a_worker_run_fills_the_rollup_and_counts_survive_pruning():
 @pytest.mark.django_db(transaction=True)
 def test_retries_are_counted_per_run():
     job = enqueue("test.behave", {"do": "flaky", "fail_times": 1})
-    eventually(lambda: run_worker() and Job.objects.get(pk=job.id).status == "COMPLETED",
-               message="the retry ran (after its short backoff)")
+    eventually(
+        lambda: run_worker() and Job.objects.get(pk=job.id).status == "COMPLETED",
+        message="the retry ran (after its short backoff)",
+    )
     t = rollup.totals(datetime.now(UTC) - timedelta(hours=1), "type")["test.behave"]
     assert (t["retried"], t["completed"], t["failed"]) == (1, 1, 0)
 
@@ -120,8 +122,10 @@ def test_old_rollups_are_pruned():
 
 @pytest.mark.django_db
 def test_rollup_percentiles_estimate_the_exact_ones():
-    sql("INSERT INTO pgjobs_job (type, status, started_at, finished_at, duration_ms) "
-        "SELECT 'x', 'COMPLETED', now(), now(), g FROM generate_series(1, 2000) g")
+    sql(
+        "INSERT INTO pgjobs_job (type, status, started_at, finished_at, duration_ms) "
+        "SELECT 'x', 'COMPLETED', now(), now(), g FROM generate_series(1, 2000) g"
+    )
     rec = rollup.Recorder()
     for ms in range(1, 2001):
         rec.record("default", "x", "completed", ms)

@@ -20,5 +20,10 @@ def test_pgjobs_stats_text_and_json():
     call_command("pgjobs_stats", "--json", stdout=out)
     data = json.loads(out.getvalue())
     assert {q["queue"] for q in data["queues"]} == {"mail"}
-    assert data["types_24h"][0] == {"type": "test.behave", "runs": 1, "p50_ms": 250.0,
-                                    "p95_ms": 250.0, "failures": 0}
+    assert data["types_24h"][0] == {
+        "type": "test.behave",
+        "runs": 1,
+        "p50_ms": 250.0,
+        "p95_ms": 250.0,
+        "failures": 0,
+    }

@@ -26,8 +26,7 @@ DASHBOARD = "/admin/django_pgjobs/dashboard/"
 def health(*args: str) -> str:
     out, err = io.StringIO(), io.StringIO()
     # The dead-tuple rule reads what earlier tests left in pg_stat_user_tables: off here.
-    call_command("pgjobs_health", "--min-dead-tuples", "2000000000", *args, stdout=out,
-                 stderr=err)
+    call_command("pgjobs_health", "--min-dead-tuples", "2000000000", *args, stdout=out, stderr=err)
     return out.getvalue()
 
 
@@ -37,7 +36,8 @@ def test_the_version_is_a_pep440_release_string_read_by_pyproject():
     assert "version" not in project["project"]  # one place only: __init__.py
     assert "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "django_pgjobs.__version__"}
+        "attr": "django_pgjobs.__version__"
+    }
 
 
 def test_health_json_carries_the_version():

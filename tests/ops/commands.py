@@ -9,8 +9,9 @@ from tests.conftest import ROOT
 DOWN = "postgres://postgres@127.0.0.1:1/nothing"  # nothing listens on port 1: refused at once
 
 
-def manage(*args: str, db_name: str | None = None, url: str | None = None,
-           timeout: float = 60) -> subprocess.CompletedProcess:
+def manage(
+    *args: str, db_name: str | None = None, url: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PGJOBS_TEST_DB_NAME", None)
     if db_name:
@@ -19,4 +20,10 @@ def manage(*args: str, db_name: str | None = None, url: str | None = None,
         env["DATABASE_URL"] = url
     return subprocess.run(  # noqa: S603
         [sys.executable, "-m", "django", *args, "--settings", "tests.settings"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -15,11 +15,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_running_job_cancelled_by_its_handler_ends_cancelled(start_worker):
     job = enqueue("test.cancellable", {"seconds": 30})
     w = start_worker("--lease", "3", "--concurrency", "1", "-v", "1")
-    eventually(lambda: Job.objects.get(pk=job.id).status == JobStatus.RUNNING, timeout=30,
-               message="job running")
+    eventually(
+        lambda: Job.objects.get(pk=job.id).status == JobStatus.RUNNING,
+        timeout=30,
+        message="job running",
+    )
     assert django_pgjobs.cancel(job.id).requested == [job.id]
-    eventually(lambda: Job.objects.get(pk=job.id).status == JobStatus.CANCELLED, timeout=15,
-               message="job cancelled")
+    eventually(
+        lambda: Job.objects.get(pk=job.id).status == JobStatus.CANCELLED,
+        timeout=15,
+        message="job cancelled",
+    )
     w.signal(15)
     assert w.wait(timeout=30) == 0, w.output()[-3000:]
     job.refresh_from_db()

@@ -27,8 +27,9 @@ def empty_db():
 MIGRATE = "run `manage.py migrate` first"
 
 
-@pytest.mark.parametrize("command", [
-    ("runjobs", "--burst"), ("pgjobs_stats",), ("pgjobs_stats", "--json")])
+@pytest.mark.parametrize(
+    "command", [("runjobs", "--burst"), ("pgjobs_stats",), ("pgjobs_stats", "--json")]
+)
 def test_commands_before_migrate_say_run_migrate(empty_db, command):
     done = manage(*command, db_name=empty_db)
     assert done.returncode == 1, done.stderr[-2000:]
@@ -36,15 +37,20 @@ def test_commands_before_migrate_say_run_migrate(empty_db, command):
 
 
 def test_enqueue_before_migrate_says_run_migrate(empty_db):
-    done = manage("shell", "-c", "from django_pgjobs import enqueue, enqueue_many\n"
-                  "for f in (lambda: enqueue('test.noop'), "
-                  "lambda: enqueue_many('test.noop', [{}])):\n"
-                  "    try: f()\n"
-                  "    except Exception as e: print(type(e).__name__, e)",
-                  db_name=empty_db)
+    done = manage(
+        "shell",
+        "-c",
+        "from django_pgjobs import enqueue, enqueue_many\n"
+        "for f in (lambda: enqueue('test.noop'), "
+        "lambda: enqueue_many('test.noop', [{}])):\n"
+        "    try: f()\n"
+        "    except Exception as e: print(type(e).__name__, e)",
+        db_name=empty_db,
+    )
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("Not")]
-    assert len(lines) == 2 and all(ln.startswith("NotMigrated") and MIGRATE in ln
-                                   for ln in lines), done.stdout + done.stderr[-2000:]
+    assert len(lines) == 2 and all(
+        ln.startswith("NotMigrated") and MIGRATE in ln for ln in lines
+    ), done.stdout + done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
@@ -55,8 +61,10 @@ def test_health_before_migrate_is_unhealthy(empty_db, as_json):
         report = json.loads(done.stdout)
         assert report["healthy"] is False and MIGRATE in report["problems"][0]
     else:
-        assert f"UNHEALTHY: the django-pgjobs tables do not exist in database 'default': " \
-               f"{MIGRATE}" in done.stderr
+        assert (
+            f"UNHEALTHY: the django-pgjobs tables do not exist in database 'default': "
+            f"{MIGRATE}" in done.stderr
+        )
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])

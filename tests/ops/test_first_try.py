@@ -27,7 +27,7 @@ def test_the_readme_says_to_point_databases_at_postgresql():
     from tests.conftest import ROOT
 
     readme = (ROOT / "README.md").read_text()
-    install = readme[readme.index("## Install in your project"):readme.index("## Five-minute")]
+    install = readme[readme.index("## Install in your project") : readme.index("## Five-minute")]
     assert '"ENGINE": "django.db.backends.postgresql"' in install
 
 
@@ -42,12 +42,17 @@ def test_a_task_defined_in_main_is_refused_at_enqueue():
 
 
 def test_a_task_defined_in_a_shell_is_refused_at_enqueue():
-    done = manage("shell", "-c", "from django_pgjobs.tasks_api import task\n"
-                  "@task()\ndef typed_in_shell():\n    pass\n"
-                  "try: typed_in_shell.enqueue()\n"
-                  "except Exception as e: print(type(e).__name__, e)")
+    done = manage(
+        "shell",
+        "-c",
+        "from django_pgjobs.tasks_api import task\n"
+        "@task()\ndef typed_in_shell():\n    pass\n"
+        "try: typed_in_shell.enqueue()\n"
+        "except Exception as e: print(type(e).__name__, e)",
+    )
     assert "InvalidTask" in done.stdout and "where no worker can import it" in done.stdout, (
-        done.stdout + done.stderr[-2000:])
+        done.stdout + done.stderr[-2000:]
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -61,11 +66,13 @@ def test_a_task_of_an_app_module_is_accepted():
 @pytest.mark.django_db(transaction=True)
 def test_the_worker_logs_each_unknown_type_once(start_worker):
     for job_type in ("gone.a", "gone.a", "gone.b"):
-        sql("INSERT INTO pgjobs_job (type, queue, config) VALUES (%s, 'default', '{}')",
-            [job_type])
+        sql("INSERT INTO pgjobs_job (type, queue, config) VALUES (%s, 'default', '{}')", [job_type])
     w = start_worker("--poll-interval", "0.1", "-v", "1")
-    eventually(lambda: "gone.b" in w.output() and "gone.a" in w.output(), timeout=30,
-               message="unknown types logged")
+    eventually(
+        lambda: "gone.b" in w.output() and "gone.a" in w.output(),
+        timeout=30,
+        message="unknown types logged",
+    )
     time.sleep(1.5)  # a dozen polls
     w.signal(15)
     assert w.wait(timeout=30) == 0, w.output()[-3000:]
@@ -79,8 +86,13 @@ def test_the_worker_logs_each_unknown_type_once(start_worker):
 
 @pytest.mark.django_db(transaction=True)
 def test_queues_nobody_names_are_warned_about():
-    done = manage("runjobs", "--burst", "--queues", "default,emails,nosuchqueue",
-                  db_name=connections["default"].settings_dict["NAME"])
+    done = manage(
+        "runjobs",
+        "--burst",
+        "--queues",
+        "default,emails,nosuchqueue",
+        db_name=connections["default"].settings_dict["NAME"],
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     warnings = [ln for ln in done.stderr.splitlines() if ln.startswith("WARNING: --queues")]
     assert len(warnings) == 1 and "'nosuchqueue'" in warnings[0], done.stderr[-2000:]
@@ -89,8 +101,13 @@ def test_queues_nobody_names_are_warned_about():
 @pytest.mark.django_db(transaction=True)
 def test_a_queue_with_pending_jobs_is_known():
     sql("INSERT INTO pgjobs_job (type, queue, config) VALUES ('test.noop', 'adhoc', '{}')")
-    done = manage("runjobs", "--burst", "--queues", "adhoc",
-                  db_name=connections["default"].settings_dict["NAME"])
+    done = manage(
+        "runjobs",
+        "--burst",
+        "--queues",
+        "adhoc",
+        db_name=connections["default"].settings_dict["NAME"],
+    )
     assert done.returncode == 0 and "WARNING: --queues" not in done.stderr, done.stderr[-2000:]
 
 
@@ -98,4 +115,5 @@ def test_a_schedule_without_type_says_so():
     with override_settings(PGJOBS={"SCHEDULES": {"nightly": {"cron": "0 3 * * *"}}}):
         _, problems = scheduler.load()
     assert [p.message for p in problems] == [
-        "schedule 'nightly': no 'type': name the job type it enqueues (a @handler's type)"]
+        "schedule 'nightly': no 'type': name the job type it enqueues (a @handler's type)"
+    ]

@@ -24,8 +24,11 @@ def test_cancel_one_id_a_job_or_many():
 
 def test_cancel_of_a_running_job_is_a_request():
     job = enqueue("test.noop")
-    sql("UPDATE pgjobs_job SET status = 'RUNNING', attempts = 1, lease_token = gen_random_uuid(), "
-        "lease_expires_at = now() + interval '1 minute' WHERE id = %s", [job.id])
+    sql(
+        "UPDATE pgjobs_job SET status = 'RUNNING', attempts = 1, lease_token = gen_random_uuid(), "
+        "lease_expires_at = now() + interval '1 minute' WHERE id = %s",
+        [job.id],
+    )
     result = django_pgjobs.cancel(job.id)
     assert (result.cancelled, result.requested) == ([], [job.id])
     assert Job.objects.get(pk=job.id).cancel_requested

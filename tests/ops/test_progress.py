@@ -30,12 +30,13 @@ WHEN (NEW.progress IS DISTINCT FROM OLD.progress) EXECUTE FUNCTION progress_logg
 def progress_log(transactional_db):
     sql(_LOG)
     yield
-    sql("DROP TRIGGER progress_logged ON pgjobs_job; DROP FUNCTION progress_logged() CASCADE; "
-        "DROP TABLE progress_log")
+    sql(
+        "DROP TRIGGER progress_logged ON pgjobs_job; DROP FUNCTION progress_logged() CASCADE; "
+        "DROP TABLE progress_log"
+    )
 
 
-def test_many_quick_reports_make_few_writes_and_the_last_one_is_stored(
-        start_worker, progress_log):
+def test_many_quick_reports_make_few_writes_and_the_last_one_is_stored(start_worker, progress_log):
     job = enqueue("test.progress", {"n": 600, "pause": 0.005})
     started = time.monotonic()
     w = start_worker(*WORKER)
@@ -44,7 +45,10 @@ def test_many_quick_reports_make_few_writes_and_the_last_one_is_stored(
     job.refresh_from_db()
     assert job.status == JobStatus.COMPLETED, job.error
     assert {k: job.progress[k] for k in ("done", "total", "note")} == {
-        "done": 600, "total": 600, "note": "item 600"}
+        "done": 600,
+        "total": 600,
+        "note": "item 600",
+    }
     at = parse_datetime(job.progress["at"])  # PostgreSQL trims zeros: Python 3.10 cannot read it
     assert job.started_at <= at <= job.finished_at + timedelta(seconds=1)
     writes = sql("SELECT progress FROM progress_log WHERE job_id = %s ORDER BY at", [job.id])
@@ -69,29 +73,44 @@ def test_a_new_attempt_starts_without_the_previous_progress(progress_log):
     sql("UPDATE pgjobs_job SET progress = '{\"done\": 7}' WHERE id = %s", [job.id])
     from django_pgjobs import queries
 
-    rows = queries.claim(worker_id="w", types=["test.progress"], queues=None, limit=1,
-                         lease_seconds=30)
+    rows = queries.claim(
+        worker_id="w", types=["test.progress"], queues=None, limit=1, lease_seconds=30
+    )
     assert [r.id for r in rows] == [job.id]
     assert sql_one("SELECT progress FROM pgjobs_job WHERE id = %s", [job.id]) is None
 
 
 def _context():
-    return JobContext(id=1, type="t", queue="q", priority=0, config={}, attempts=1,
-                      max_attempts=1, trace_id=None, tenant_id=None, created_at=None,
-                      worker_id="w", lease_token=uuid.uuid4())
+    return JobContext(
+        id=1,
+        type="t",
+        queue="q",
+        priority=0,
+        config={},
+        attempts=1,
+        max_attempts=1,
+        trace_id=None,
+        tenant_id=None,
+        created_at=None,
+        worker_id="w",
+        lease_token=uuid.uuid4(),
+    )
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ((-1,), "finite number >= 0"),
-    ((math.nan,), "finite number >= 0"),
-    ((1, math.inf), "finite number >= 0"),
-    ((5, 4), "must not exceed total"),
-    (("3",), "takes a number"),
-    ((True,), "takes a number"),
-    ((None,), "takes a number"),
-    ((1, 2, 3), "takes a string"),
-    ((1, 2, "x" * (MAX_NOTE_CHARS + 1)), f"at most {MAX_NOTE_CHARS} characters"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((-1,), "finite number >= 0"),
+        ((math.nan,), "finite number >= 0"),
+        ((1, math.inf), "finite number >= 0"),
+        ((5, 4), "must not exceed total"),
+        (("3",), "takes a number"),
+        ((True,), "takes a number"),
+        ((None,), "takes a number"),
+        ((1, 2, 3), "takes a string"),
+        ((1, 2, "x" * (MAX_NOTE_CHARS + 1)), f"at most {MAX_NOTE_CHARS} characters"),
+    ],
+)
 def test_a_bad_report_raises_a_clear_error_and_keeps_the_last_good_one(args, message):
     job = _context()
     job.progress(2, 10, "fine")
@@ -121,7 +140,10 @@ def test_a_task_reports_progress_through_its_context_and_its_result_shows_it():
     result.refresh()
     assert result.status == "SUCCESSFUL"
     assert {k: result.progress[k] for k in ("done", "total", "note")} == {
-        "done": 5, "total": 5, "note": "counted"}
+        "done": 5,
+        "total": 5,
+        "note": "counted",
+    }
     assert count_up.get_result(result.id).progress["done"] == 5
 
 

@@ -15,10 +15,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def two_workers():
-    workers.upsert_worker(worker_id="w-all", hostname="h", pid=1, queues=["*"], concurrency=4,
-                          jobs_done=0)
-    workers.upsert_worker(worker_id="w-two", hostname="h", pid=2, queues=["mail", "io"],
-                          concurrency=2, jobs_done=5)
+    workers.upsert_worker(
+        worker_id="w-all", hostname="h", pid=1, queues=["*"], concurrency=4, jobs_done=0
+    )
+    workers.upsert_worker(
+        worker_id="w-two", hostname="h", pid=2, queues=["mail", "io"], concurrency=2, jobs_done=5
+    )
 
 
 def test_stats_and_the_dashboard_give_the_queues_as_a_list(two_workers):
@@ -32,7 +34,9 @@ def test_pgjobs_stats_json_and_text(two_workers):
     call_command("pgjobs_stats", "--json", stdout=out)
     data = json.loads(out.getvalue())
     assert {w["worker_id"]: w["queues"] for w in data["workers"]} == {
-        "w-all": ["*"], "w-two": ["mail", "io"]}
+        "w-all": ["*"],
+        "w-two": ["mail", "io"],
+    }
     out = StringIO()
     call_command("pgjobs_stats", stdout=out)
     lines = [ln.split() for ln in out.getvalue().splitlines() if ln.startswith("w-")]

@@ -18,12 +18,28 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def runjobs_burst() -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           "PGJOBS_TEST_DB_NAME": connection.settings_dict["NAME"]}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PGJOBS_TEST_DB_NAME": connection.settings_dict["NAME"],
+    }
     return subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "django", "runjobs", "--burst", "--settings",
-         "tests.postgis.settings"], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "runjobs",
+            "--burst",
+            "--settings",
+            "tests.postgis.settings",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_a_job_and_a_spatial_row_commit_together_and_a_worker_runs_the_job(admin_client):

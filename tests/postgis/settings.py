@@ -5,8 +5,11 @@ import os
 
 import environ
 
-DATABASES = {"default": environ.Env().db("POSTGIS_DATABASE_URL",
-                                         engine="django.contrib.gis.db.backends.postgis")}
+DATABASES = {
+    "default": environ.Env().db(
+        "POSTGIS_DATABASE_URL", engine="django.contrib.gis.db.backends.postgis"
+    )
+}
 if os.environ.get("PGJOBS_TEST_DB_NAME"):  # the runjobs subprocess joins the test database
     DATABASES["default"]["NAME"] = os.environ["PGJOBS_TEST_DB_NAME"]
 INSTALLED_APPS = [
@@ -29,15 +32,19 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
-TEMPLATES = [{
-    "BACKEND": "django.template.backends.django.DjangoTemplates",
-    "APP_DIRS": True,
-    "OPTIONS": {"context_processors": [
-        "django.template.context_processors.request",
-        "django.contrib.auth.context_processors.auth",
-        "django.contrib.messages.context_processors.messages",
-    ]},
-}]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
 # Django 6.1 warns that Debian 12's GDAL (3.6) cannot block file/network access from spatial
 # references; this project reads none from outside.
 SILENCED_SYSTEM_CHECKS = ["gis.W001"]

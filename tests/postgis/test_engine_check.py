@@ -9,8 +9,9 @@ from django_pgjobs import checks
 
 
 def e007(monkeypatch, engine: str) -> list:
-    monkeypatch.setitem(connections.settings, "other",
-                        {**connections.settings["default"], "ENGINE": engine})
+    monkeypatch.setitem(
+        connections.settings, "other", {**connections.settings["default"], "ENGINE": engine}
+    )
     with override_settings(PGJOBS={"DATABASE": "other"}):
         return [e for e in checks.check_settings() if e.id == "pgjobs.E007"]
 
@@ -19,8 +20,11 @@ def test_the_postgis_engine_is_postgresql(monkeypatch):
     try:
         from django.contrib.gis import geos  # noqa: F401 - loads libgeos_c
     except Exception as exc:  # noqa: BLE001 - ImproperlyConfigured or OSError from ctypes
-        pytest.fail(f"GeoDjango's libraries do not load ({exc}): apt-get install libgeos-c1v5 "
-                    "libgdal32 (./dev test installs them when run as root)", pytrace=False)
+        pytest.fail(
+            f"GeoDjango's libraries do not load ({exc}): apt-get install libgeos-c1v5 "
+            "libgdal32 (./dev test installs them when run as root)",
+            pytrace=False,
+        )
     assert e007(monkeypatch, "django.contrib.gis.db.backends.postgis") == []
 
 

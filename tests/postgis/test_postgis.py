@@ -48,7 +48,13 @@ def gis_env(pg: EmbeddedPostgres) -> dict[str, str]:
 def manage(pg: EmbeddedPostgres, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(  # noqa: S603
         [sys.executable, "-m", "django", *args, "--settings", "tests.postgis.settings"],
-        cwd=ROOT, env=gis_env(pg), capture_output=True, text=True, timeout=180, check=False)
+        cwd=ROOT,
+        env=gis_env(pg),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def test_the_postgis_project_passes_its_checks_and_migrates(postgis_server):
@@ -57,18 +63,34 @@ def test_the_postgis_project_passes_its_checks_and_migrates(postgis_server):
     migrated = manage(postgis_server, "migrate", "-v", "0")
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
     with psycopg.connect(postgis_server.url, autocommit=True) as conn:
-        kind = conn.execute("SELECT type FROM geometry_columns WHERE f_table_name = "
-                            "'places_place' AND f_geometry_column = 'location'").fetchone()
+        kind = conn.execute(
+            "SELECT type FROM geometry_columns WHERE f_table_name = "
+            "'places_place' AND f_geometry_column = 'location'"
+        ).fetchone()
         jobs = conn.execute("SELECT to_regclass('pgjobs_job') IS NOT NULL").fetchone()
     assert kind == ("POINT",) and jobs == (True,)
 
 
 def test_the_postgis_project_enqueues_runs_and_shows_jobs(postgis_server):
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "pytest", "tests/postgis/flow.py", "-q", "-p", "no:cacheprovider",
-         "--ds", "tests.postgis.settings"],
-        cwd=ROOT, env=gis_env(postgis_server), capture_output=True, text=True, timeout=300,
-        check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/postgis/flow.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--ds",
+            "tests.postgis.settings",
+        ],
+        cwd=ROOT,
+        env=gis_env(postgis_server),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     passed = re.search(r"(\d+) passed", summary)

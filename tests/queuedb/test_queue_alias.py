@@ -45,20 +45,30 @@ def rows(alias: str, query: str, params: object = None) -> list[tuple]:
 
 
 def pgjobs_tables(alias: str) -> list[str]:
-    return [r[0] for r in rows(alias, "SELECT tablename FROM pg_tables WHERE schemaname = "
-                                      "current_schema() AND tablename LIKE 'pgjobs%%' ORDER BY 1")]
+    return [
+        r[0]
+        for r in rows(
+            alias,
+            "SELECT tablename FROM pg_tables WHERE schemaname = "
+            "current_schema() AND tablename LIKE 'pgjobs%%' ORDER BY 1",
+        )
+    ]
 
 
 def default_rows() -> dict[str, int]:
-    return {t: rows("default", f'SELECT count(*) FROM "{t}"')[0][0]
-            for t in pgjobs_tables("default")}
+    return {
+        t: rows("default", f'SELECT count(*) FROM "{t}"')[0][0] for t in pgjobs_tables("default")
+    }
 
 
 def queue_jobs(**where: object) -> list[tuple]:
     """(id, type, status) of the jobs on the queue's database, read with its own connection."""
     cond = " AND ".join(f"{k} = %s" for k in where) or "true"
-    return rows("queue", f"SELECT id, type, status FROM pgjobs_job WHERE {cond} ORDER BY id",
-                list(where.values()))
+    return rows(
+        "queue",
+        f"SELECT id, type, status FROM pgjobs_job WHERE {cond} ORDER BY id",
+        list(where.values()),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -95,14 +105,35 @@ def test_the_worker_and_run_jobs_drain_the_queue_database():
 def test_runjobs_database_flag_drains_the_queue_database(on_queue):
     enqueue_many("test.noop", [{}] * 30)
     ds = "tests.queuedb.routed_settings" if on_queue else "tests.settings"
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           "PGJOBS_TEST_DB_NAME": connections["default"].settings_dict["NAME"],
-           "PGJOBS_TEST_QUEUE_DB_NAME": connections["queue"].settings_dict["NAME"]}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PGJOBS_TEST_DB_NAME": connections["default"].settings_dict["NAME"],
+        "PGJOBS_TEST_QUEUE_DB_NAME": connections["queue"].settings_dict["NAME"],
+    }
     # tests.settings keeps PGJOBS["DATABASE"] = "default": the flag alone moves the worker.
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "django", "runjobs", "--settings", ds, "--database", "queue",
-         "--burst", "--no-listen", "--concurrency", "2"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=90, check=False)
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "runjobs",
+            "--settings",
+            ds,
+            "--database",
+            "queue",
+            "--burst",
+            "--no-listen",
+            "--concurrency",
+            "2",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert {s for _, _, s in queue_jobs()} == {"COMPLETED"}
     assert rows("queue", "SELECT count(*) FROM pgjobs_job")[0][0] == 30
@@ -110,10 +141,24 @@ def test_runjobs_database_flag_drains_the_queue_database(on_queue):
 
 def test_runjobs_refuses_an_unknown_alias():
     out = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "django", "runjobs", "--settings", "tests.settings",
-         "--database", "nope", "--burst"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-        timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "runjobs",
+            "--settings",
+            "tests.settings",
+            "--database",
+            "nope",
+            "--burst",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 2 and "'nope' is not an alias of DATABASES" in out.stderr
 
 
@@ -121,8 +166,9 @@ def test_runjobs_refuses_an_unknown_alias():
 
 
 @pytest.mark.parametrize("routers", [True, False], ids=["router", "no-router"])
-def test_admin_lists_opens_and_retries_a_job_that_exists_only_on_the_queue(admin_client,
-                                                                           settings, routers):
+def test_admin_lists_opens_and_retries_a_job_that_exists_only_on_the_queue(
+    admin_client, settings, routers
+):
     if not routers:  # the models' manager alone reads the queue's database (W006 warns)
         settings.DATABASE_ROUTERS = []
     job = make_job("FAILED")
@@ -133,12 +179,14 @@ def test_admin_lists_opens_and_retries_a_job_that_exists_only_on_the_queue(admin
     assert admin_client.get(ADMIN, {"state": "FAILED"}).context["cl"].result_count == 1
     page = admin_client.get(f"{ADMIN}{job.id}/change/")
     assert page.status_code == 200 and "declined" in page.text
-    response = admin_client.post(ADMIN, {"action": "retry_jobs", "index": 0,
-                                         "_selected_action": [job.id]}, follow=True)
+    response = admin_client.post(
+        ADMIN, {"action": "retry_jobs", "index": 0, "_selected_action": [job.id]}, follow=True
+    )
     assert "Retry: 1 done" in " | ".join(str(m) for m in get_messages(response.wsgi_request))
     assert queue_jobs(id=job.id) == [(job.id, "test.behave", "PENDING")]
-    cancel = admin_client.post(ADMIN, {"action": "cancel_jobs", "index": 0,
-                                       "_selected_action": [job.id]}, follow=True)
+    cancel = admin_client.post(
+        ADMIN, {"action": "cancel_jobs", "index": 0, "_selected_action": [job.id]}, follow=True
+    )
     assert cancel.status_code == 200 and queue_jobs(id=job.id)[0][2] == "CANCELLED"
     delete = admin_client.post(f"{ADMIN}{job.id}/delete/", {"post": "yes"}, follow=True)
     assert delete.status_code == 200 and queue_jobs(id=job.id) == []
@@ -152,8 +200,10 @@ def test_admin_dashboard_queues_and_schedules_read_the_queue_database(admin_clie
     assert admin_client.get("/admin/django_pgjobs/dashboard/").status_code == 200
     queues = admin_client.get("/admin/django_pgjobs/queue/")
     assert queues.status_code == 200 and "mail" in queues.text
-    admin_client.post("/admin/django_pgjobs/queue/", {"action": "resume", "index": 0,
-                                                       "_selected_action": ["mail"]})
+    admin_client.post(
+        "/admin/django_pgjobs/queue/",
+        {"action": "resume", "index": 0, "_selected_action": ["mail"]},
+    )
     assert rows("queue", "SELECT paused FROM pgjobs_queue WHERE name = 'mail'") == [(False,)]
     settings.PGJOBS = {**settings.PGJOBS, "SCHEDULES": {"tick": entry()}}
     scheduler.enqueue_due(now=utc(2030, 1, 7, 9, 59, 30))
@@ -281,12 +331,22 @@ with transaction.atomic(using="default"):
 
 
 def test_a_process_killed_between_the_two_commits_is_repaired_by_calling_again():
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           "DJANGO_SETTINGS_MODULE": "tests.queuedb.routed_settings",
-           "PGJOBS_TEST_DB_NAME": connections["default"].settings_dict["NAME"],
-           "PGJOBS_TEST_QUEUE_DB_NAME": connections["queue"].settings_dict["NAME"]}
-    done = subprocess.run([sys.executable, "-c", CRASHING_ORDER], cwd=ROOT, env=env,  # noqa: S603
-                          capture_output=True, text=True, timeout=60, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "tests.queuedb.routed_settings",
+        "PGJOBS_TEST_DB_NAME": connections["default"].settings_dict["NAME"],
+        "PGJOBS_TEST_QUEUE_DB_NAME": connections["queue"].settings_dict["NAME"],
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_ORDER],
+        cwd=ROOT,
+        env=env,  # noqa: S603
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 9, done.stderr
     assert Effect.objects.filter(value="order 9").exists() and queue_jobs() == []
     enqueue_on_commit("test.echo", {"order": 9}, key="receipt:9", using="default")
@@ -321,9 +381,12 @@ def test_router_and_check(settings, on_queue):
     r = QueueRouter()
     assert r.db_for_read(Job) == r.db_for_write(Job) == "queue"
     assert r.db_for_write(Effect) is None
-    assert (r.allow_migrate("queue", "django_pgjobs"), r.allow_migrate("default", "django_pgjobs"),
-            r.allow_migrate("queue", "auth"), r.allow_migrate("default", "auth")) == (
-        True, False, False, None)
+    assert (
+        r.allow_migrate("queue", "django_pgjobs"),
+        r.allow_migrate("default", "django_pgjobs"),
+        r.allow_migrate("queue", "auth"),
+        r.allow_migrate("default", "auth"),
+    ) == (True, False, False, None)
     assert [m.id for m in check_settings()] == []
     settings.DATABASE_ROUTERS = []
     warnings = check_settings()
@@ -351,8 +414,11 @@ def test_every_command_takes_database(settings):
 def test_the_key_lookup_uses_its_index():
     from django_pgjobs.on_commit import _FIND_KEY
 
-    rows("queue", "INSERT INTO pgjobs_job (type, status, unique_key, finished_at) SELECT "
-                  "'test.noop', 'COMPLETED', 'k' || i, now() FROM generate_series(1, 20000) i")
+    rows(
+        "queue",
+        "INSERT INTO pgjobs_job (type, status, unique_key, finished_at) SELECT "
+        "'test.noop', 'COMPLETED', 'k' || i, now() FROM generate_series(1, 20000) i",
+    )
     rows("queue", "ANALYZE pgjobs_job")
     plan = "\n".join(r[0] for r in rows("queue", "EXPLAIN " + _FIND_KEY, ["k77"]))
     assert "pgjobs_job_unique_key_idx" in plan and "Seq Scan" not in plan, plan

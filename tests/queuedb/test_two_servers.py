@@ -35,14 +35,31 @@ def queue_server():
 
 def tables(url: str) -> set[str]:
     with psycopg.connect(url, autocommit=True) as conn:
-        return {r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        return {
+            r[0]
+            for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        }
 
 
 def manage(*args: str, env: dict[str, str]) -> None:
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "django", *args, "--settings", "tests.queuedb.routed_settings",
-         "-v", "0"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "django",
+            *args,
+            "--settings",
+            "tests.queuedb.routed_settings",
+            "-v",
+            "0",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -58,20 +75,32 @@ def test_migrate_with_the_router_puts_the_queue_on_its_server_only(queue_server)
     with server() as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PGJOBS_TEST_DB_NAME": name,
-               "QUEUE_DATABASE_URL": queue_server.url}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PGJOBS_TEST_DB_NAME": name,
+            "QUEUE_DATABASE_URL": queue_server.url,
+        }
         env.pop("PGJOBS_TEST_QUEUE_DB_NAME", None)
         manage("migrate", env=env)
         manage("migrate", "--database", "queue", env=env)
         manage("migrate", "--database", "queue", "--check", env=env)  # nothing left to apply
         with server(name) as conn:
-            default = {r[0] for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+            default = {
+                r[0]
+                for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            }
         queue = tables(queue_server.url)
         assert "auth_user" in default and not {t for t in default if t.startswith("pgjobs")}
         assert queue - {"django_migrations"} == {
-            "pgjobs_job", "pgjobs_worker", "pgjobs_queue", "pgjobs_schedule",
-            "pgjobs_schedule_fire", "pgjobs_stat_minute", "pgjobs_depth_sample"}
+            "pgjobs_job",
+            "pgjobs_worker",
+            "pgjobs_queue",
+            "pgjobs_schedule",
+            "pgjobs_schedule_fire",
+            "pgjobs_stat_minute",
+            "pgjobs_depth_sample",
+        }
     finally:
         with server() as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -82,13 +111,29 @@ def test_the_queue_alias_suite_passes_with_the_queue_on_a_second_server(queue_se
     for key in ("PGJOBS_TEST_DB_NAME", "PGJOBS_TEST_QUEUE_DB_NAME", "DJANGO_SETTINGS_MODULE"):
         env.pop(key, None)
     done = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "pytest", "tests/queuedb/test_queue_alias.py", "-q",
-         "-p", "no:cacheprovider", "--ds", "tests.queuedb.routed_settings"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/queuedb/test_queue_alias.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--ds",
+            "tests.queuedb.routed_settings",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     passed = re.search(r"(\d+) passed", summary)
     assert passed and int(passed.group(1)) >= 17 and "skipped" not in summary, summary
     with psycopg.connect(queue_server.url, autocommit=True) as conn:  # its test database is gone
-        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'test_%'"
-                            ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'test_%'"
+        ).fetchone() == (0,)

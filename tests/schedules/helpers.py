@@ -18,8 +18,13 @@ def utc(*args: int) -> datetime:
 
 def entry(**overrides: object) -> dict[str, object]:
     """A valid schedule entry: test.echo every minute, UTC."""
-    return {"type": "test.echo", "cron": "* * * * *", "timezone": "UTC", "config": {"n": 1},
-            **overrides}
+    return {
+        "type": "test.echo",
+        "cron": "* * * * *",
+        "timezone": "UTC",
+        "config": {"n": 1},
+        **overrides,
+    }
 
 
 @pytest.fixture

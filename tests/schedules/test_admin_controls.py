@@ -81,24 +81,30 @@ def test_queue_pause_and_resume_actions(admin_client):
     Queue.objects.create(name="reports")
     act(admin_client, QUEUES, "pause", "emails", "reports")
     assert set(Queue.objects.filter(paused=True).values_list("name", flat=True)) == {
-        "emails", "reports"}
+        "emails",
+        "reports",
+    }
     act(admin_client, QUEUES, "resume", "reports")
     assert list(Queue.objects.filter(paused=True).values_list("name", flat=True)) == ["emails"]
 
 
 def test_adding_and_editing_a_queue_goes_through_the_upsert(admin_client):
-    admin_client.post(reverse("admin:django_pgjobs_queue_add"),
-                      {"name": "emails", "paused": "on", "concurrency_limit": "2"})
+    admin_client.post(
+        reverse("admin:django_pgjobs_queue_add"),
+        {"name": "emails", "paused": "on", "concurrency_limit": "2"},
+    )
     q = Queue.objects.get(name="emails")
     assert (q.paused, q.concurrency_limit) == (True, 2)
-    admin_client.post(reverse("admin:django_pgjobs_queue_change", args=["emails"]),
-                      {"concurrency_limit": ""})
+    admin_client.post(
+        reverse("admin:django_pgjobs_queue_change", args=["emails"]), {"concurrency_limit": ""}
+    )
     q = Queue.objects.get(name="emails")
     assert (q.paused, q.concurrency_limit) == (False, None)
 
 
 def test_a_negative_limit_is_refused_by_the_form(admin_client):
-    page = admin_client.post(reverse("admin:django_pgjobs_queue_add"),
-                             {"name": "emails", "concurrency_limit": "-1"}).content.decode()
+    page = admin_client.post(
+        reverse("admin:django_pgjobs_queue_add"), {"name": "emails", "concurrency_limit": "-1"}
+    ).content.decode()
     assert "errornote" in page
     assert not Queue.objects.exists()

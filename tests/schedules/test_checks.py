@@ -19,9 +19,11 @@ def messages() -> str:
 
 
 def test_valid_schedules_pass(schedules):
-    schedules(nightly=entry(cron="0 3 * * *", timezone="Europe/Paris"),
-              fast=entry(cron="* * * * * */10", catch_up="all", catch_up_window=600),
-              daily=entry(cron="@daily", catch_up="none", queue="reports", priority=5))
+    schedules(
+        nightly=entry(cron="0 3 * * *", timezone="Europe/Paris"),
+        fast=entry(cron="* * * * * */10", catch_up="all", catch_up_window=600),
+        daily=entry(cron="@daily", catch_up="none", queue="reports", priority=5),
+    )
     assert ids() == []
 
 
@@ -79,8 +81,12 @@ def test_a_name_defined_twice_is_reported(schedules, clean_decorators):
 
 @pytest.mark.parametrize(
     ("retention", "text"),
-    [({"COMPLETD": 7}, "unknown key 'COMPLETD'"), ({"FAILED": 0}, "days > 0 or None"),
-     ({"FAILED": "30"}, "days > 0 or None"), ("7", "must be a dict")],
+    [
+        ({"COMPLETD": 7}, "unknown key 'COMPLETD'"),
+        ({"FAILED": 0}, "days > 0 or None"),
+        ({"FAILED": "30"}, "days > 0 or None"),
+        ("7", "must be a dict"),
+    ],
 )
 def test_bad_retention_is_e108(settings, retention, text):
     settings.PGJOBS = {**settings.PGJOBS, "RETENTION": retention}

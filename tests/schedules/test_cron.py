@@ -37,9 +37,13 @@ def test_a_wall_time_repeated_when_dst_ends_fires_once():
 def test_an_hourly_wildcard_schedule_runs_at_each_real_instant_of_the_repeated_hour():
     s = spec("*/30 * * * *", "Europe/Paris")
     ticks = list(s.ticks_between(paris(2025, 10, 26, 1, 45), paris(2025, 10, 26, 3, 0), 10))
-    assert ticks == [paris(2025, 10, 26, 2, 0), paris(2025, 10, 26, 2, 30),
-                     paris(2025, 10, 26, 2, 0, fold=1), paris(2025, 10, 26, 2, 30, fold=1),
-                     paris(2025, 10, 26, 3, 0)]
+    assert ticks == [
+        paris(2025, 10, 26, 2, 0),
+        paris(2025, 10, 26, 2, 30),
+        paris(2025, 10, 26, 2, 0, fold=1),
+        paris(2025, 10, 26, 2, 30, fold=1),
+        paris(2025, 10, 26, 3, 0),
+    ]
 
 
 def test_a_wall_time_skipped_when_dst_starts_fires_just_after_the_change():
@@ -60,8 +64,11 @@ def test_ticks_are_instants_whatever_the_zone_of_the_input():
 def test_a_sixth_field_gives_seconds():
     s = spec("* * * * * */20")
     assert list(s.ticks_between(utc(2030, 1, 1, 0, 0, 0), utc(2030, 1, 1, 0, 1, 0), 10)) == [
-        utc(2030, 1, 1, 0, 0, 0), utc(2030, 1, 1, 0, 0, 20), utc(2030, 1, 1, 0, 0, 40),
-        utc(2030, 1, 1, 0, 1, 0)]
+        utc(2030, 1, 1, 0, 0, 0),
+        utc(2030, 1, 1, 0, 0, 20),
+        utc(2030, 1, 1, 0, 0, 40),
+        utc(2030, 1, 1, 0, 1, 0),
+    ]
 
 
 def test_catch_up_latest_fires_only_the_most_recent_missed_tick():
@@ -72,8 +79,9 @@ def test_catch_up_latest_fires_only_the_most_recent_missed_tick():
 def test_catch_up_none_drops_ticks_later_than_the_window():
     late = _due(spec("0 * * * *", catch_up="none"), utc(2030, 1, 1, 8), utc(2030, 1, 1, 12, 30))
     assert late == ([], 5, utc(2030, 1, 1, 13))
-    on_time = _due(spec("0 * * * *", catch_up="none"), utc(2030, 1, 1, 12),
-                   utc(2030, 1, 1, 12, 0, 40))
+    on_time = _due(
+        spec("0 * * * *", catch_up="none"), utc(2030, 1, 1, 12), utc(2030, 1, 1, 12, 0, 40)
+    )
     assert on_time == ([utc(2030, 1, 1, 12)], 0, utc(2030, 1, 1, 13))
 
 

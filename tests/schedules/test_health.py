@@ -16,10 +16,15 @@ pytestmark = pytest.mark.django_db
 
 def healthy_metrics(**changes: object) -> dict:
     metrics = {
-        "tables": {"pgjobs_job": {"total_bytes": 2**20, "live_tuples": 100_000,
-                                  "dead_tuples": 5_000}},
-        "oldest_transaction": {"pid": 7, "age_seconds": 2.0, "state": "active",
-                               "application_name": "app"},
+        "tables": {
+            "pgjobs_job": {"total_bytes": 2**20, "live_tuples": 100_000, "dead_tuples": 5_000}
+        },
+        "oldest_transaction": {
+            "pid": 7,
+            "age_seconds": 2.0,
+            "state": "active",
+            "application_name": "app",
+        },
         "leases": {"expired": 1, "stale": 0, "grace_seconds": 30.0},
         "backlog": {"due": 3, "oldest_due_age_seconds": 1.5},
         "unknown_types": [],
@@ -38,18 +43,40 @@ def test_healthy_metrics_raise_no_problem():
 @pytest.mark.parametrize(
     ("changes", "text"),
     [
-        ({"tables": {"pgjobs_job": {"live_tuples": 10_000, "dead_tuples": 50_000}}},
-         "50000 dead tuples"),
-        ({"oldest_transaction": {"pid": 99, "age_seconds": 4000.0, "state": "idle in transaction",
-                                 "application_name": "psql"}}, "open for 4000 s (pid 99"),
+        (
+            {"tables": {"pgjobs_job": {"live_tuples": 10_000, "dead_tuples": 50_000}}},
+            "50000 dead tuples",
+        ),
+        (
+            {
+                "oldest_transaction": {
+                    "pid": 99,
+                    "age_seconds": 4000.0,
+                    "state": "idle in transaction",
+                    "application_name": "psql",
+                }
+            },
+            "open for 4000 s (pid 99",
+        ),
         ({"leases": {"expired": 3, "stale": 2, "grace_seconds": 30.0}}, "2 RUNNING jobs"),
         ({"backlog": {"due": 50, "oldest_due_age_seconds": 900.0}}, "waited 900 s"),
         ({"live_workers": 0}, "no worker has sent a heartbeat"),
         ({"unknown_types": [{"type": "old.type", "due": 4}]}, "old.type (4)"),
-        ({"old_snapshots": [{"pid": 42, "age_seconds": 480.0, "state": "idle in transaction",
-                             "application_name": "report", "user": "bi"}]},
-         "pid 42 (application 'report', user 'bi', idle in transaction) has held back vacuum "
-         "for 480 s"),
+        (
+            {
+                "old_snapshots": [
+                    {
+                        "pid": 42,
+                        "age_seconds": 480.0,
+                        "state": "idle in transaction",
+                        "application_name": "report",
+                        "user": "bi",
+                    }
+                ]
+            },
+            "pid 42 (application 'report', user 'bi', idle in transaction) has held back vacuum "
+            "for 480 s",
+        ),
     ],
 )
 def test_each_rule_reports_its_reason(changes, text):
@@ -58,8 +85,13 @@ def test_each_rule_reports_its_reason(changes, text):
 
 
 def test_a_snapshot_holder_past_the_transaction_age_is_reported_once():
-    tx = {"pid": 42, "age_seconds": 4000.0, "state": "idle in transaction",
-          "application_name": "report", "user": "bi"}
+    tx = {
+        "pid": 42,
+        "age_seconds": 4000.0,
+        "state": "idle in transaction",
+        "application_name": "report",
+        "user": "bi",
+    }
     problems = evaluate(healthy_metrics(oldest_transaction=tx, old_snapshots=[tx]), Thresholds())
     assert len(problems) == 1 and "held back vacuum" in problems[0], problems
     assert evaluate(healthy_metrics(old_snapshots=[tx]), Thresholds(max_snapshot_age=5000)) == []
@@ -104,15 +136,25 @@ def test_json_output_carries_metrics_and_verdict():
     code, out, _ = health("--json")
     doc = json.loads(out)
     assert code == 0 and doc["healthy"] is True and doc["problems"] == []
-    assert set(doc["metrics"]) == {"tables", "indexes", "oldest_transaction", "old_snapshots",
-                                   "leases", "backlog", "unknown_types", "live_workers"}
+    assert set(doc["metrics"]) == {
+        "tables",
+        "indexes",
+        "oldest_transaction",
+        "old_snapshots",
+        "leases",
+        "backlog",
+        "unknown_types",
+        "live_workers",
+    }
     assert doc["metrics"]["tables"]["pgjobs_job"]["total_bytes"] > 0
     assert doc["thresholds"]["stale_lease_grace"] == 30.0  # 3 x REAP_INTERVAL
 
 
 def test_a_stale_lease_makes_it_unhealthy():
-    sql("INSERT INTO pgjobs_job (type, status, lease_token, lease_expires_at) "
-        "VALUES ('test.noop', 'RUNNING', gen_random_uuid(), now() - interval '1 hour')")
+    sql(
+        "INSERT INTO pgjobs_job (type, status, lease_token, lease_expires_at) "
+        "VALUES ('test.noop', 'RUNNING', gen_random_uuid(), now() - interval '1 hour')"
+    )
     code, _, err = health()
     assert code == 1 and "UNHEALTHY: 1 RUNNING jobs have a lease expired" in err
     assert health("--stale-lease-grace", "7200")[0] == 0
@@ -129,8 +171,10 @@ def test_an_old_backlog_without_workers_makes_it_unhealthy():
 
 
 def test_a_paused_queue_does_not_count_as_backlog():
-    sql("INSERT INTO pgjobs_job (type, queue, run_after) "
-        "VALUES ('test.noop', 'held', now() - interval '1 hour')")
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, run_after) "
+        "VALUES ('test.noop', 'held', now() - interval '1 hour')"
+    )
     sql("INSERT INTO pgjobs_queue (name, paused) VALUES ('held', true)")
     assert health()[0] == 0
 
@@ -144,8 +188,11 @@ def test_unknown_types_are_reported_unless_allowed():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_long_open_transaction_is_found():
-    dsn = {k: v for k, v in connection.get_connection_params().items()
-           if k in ("host", "port", "user", "password", "dbname")}
+    dsn = {
+        k: v
+        for k, v in connection.get_connection_params().items()
+        if k in ("host", "port", "user", "password", "dbname")
+    }
     with psycopg.connect(**dsn, application_name="forgotten-shell") as other:
         other.execute("SELECT txid_current()")  # stays open: psycopg does not autocommit
         sql("SELECT pg_sleep(0.2)")
@@ -158,8 +205,11 @@ def test_a_long_open_transaction_is_found():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_held_snapshot_is_flagged_while_it_lasts():
-    dsn = {k: v for k, v in connection.get_connection_params().items()
-           if k in ("host", "port", "user", "password", "dbname")}
+    dsn = {
+        k: v
+        for k, v in connection.get_connection_params().items()
+        if k in ("host", "port", "user", "password", "dbname")
+    }
     with psycopg.connect(**dsn, application_name="nightly-report") as other:
         other.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         other.execute("SELECT count(*) FROM pgjobs_job")  # the snapshot now holds back vacuum
@@ -181,8 +231,11 @@ def test_a_held_snapshot_is_flagged_while_it_lasts():
 def test_the_dashboard_carries_the_held_snapshot():
     from django_pgjobs import dashboard, health_checks
 
-    dsn = {k: v for k, v in connection.get_connection_params().items()
-           if k in ("host", "port", "user", "password", "dbname")}
+    dsn = {
+        k: v
+        for k, v in connection.get_connection_params().items()
+        if k in ("host", "port", "user", "password", "dbname")
+    }
     with psycopg.connect(**dsn, application_name="forgotten-psql") as other:
         other.execute("SELECT txid_current()")
         sql("SELECT pg_sleep(0.3)")

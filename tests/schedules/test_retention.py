@@ -44,16 +44,25 @@ def test_default_policy_keeps_each_status_for_its_days():
         finished(status, 29)
     counts = retention.prune_once(now=NOW)
     assert {k: counts[k] for k in retention.JOB_STATUSES} == {
-        "COMPLETED": 1, "COMPLETED_WITH_ERRORS": 1, "FAILED": 1, "CANCELLED": 1}
+        "COMPLETED": 1,
+        "COMPLETED_WITH_ERRORS": 1,
+        "FAILED": 1,
+        "CANCELLED": 1,
+    }
     assert left() == {"COMPLETED": 1, "CANCELLED": 1, "COMPLETED_WITH_ERRORS": 1, "FAILED": 1}
 
 
 def test_active_jobs_are_never_pruned_whatever_their_dates():
-    sql("INSERT INTO pgjobs_job (type, status, finished_at, created_at, run_after) "
-        "VALUES ('test.noop', 'PENDING', %s, %s, %s)", [NOW - timedelta(days=400)] * 3)
-    sql("INSERT INTO pgjobs_job (type, status, finished_at, lease_token, lease_expires_at) "
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at, created_at, run_after) "
+        "VALUES ('test.noop', 'PENDING', %s, %s, %s)",
+        [NOW - timedelta(days=400)] * 3,
+    )
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at, lease_token, lease_expires_at) "
         "VALUES ('test.noop', 'RUNNING', %s, gen_random_uuid(), %s)",
-        [NOW - timedelta(days=400), NOW])
+        [NOW - timedelta(days=400), NOW],
+    )
     retention.prune_once(now=NOW, older_than=0)
     assert left() == {"PENDING": 1, "RUNNING": 1}
 
@@ -80,8 +89,9 @@ def test_a_pass_rests_after_each_full_batch_and_ends_when_told():
     finished("COMPLETED", 10, n=10)
     finished("FAILED", 40, n=2)
     rests = []
-    counts = retention.prune_once(now=NOW, batch=4, max_batches=None,
-                                  rest=lambda took: rests.append(took) or True)
+    counts = retention.prune_once(
+        now=NOW, batch=4, max_batches=None, rest=lambda took: rests.append(took) or True
+    )
     assert counts["COMPLETED"] == 10 and counts["FAILED"] == 2
     assert len(rests) == 2 and all(took > 0 for took in rests)  # after 4 and 8, not after 2
 
@@ -156,8 +166,14 @@ def test_workers_silent_for_ten_leases_are_pruned():
     now = database_now()
     lease = 30  # tests/settings.py
     for name, age in (("alive", lease), ("gone", 11 * lease)):
-        Worker.objects.create(worker_id=name, hostname="h", pid=1, queues=["*"], concurrency=1,
-                              last_heartbeat=now - timedelta(seconds=age))
+        Worker.objects.create(
+            worker_id=name,
+            hostname="h",
+            pid=1,
+            queues=["*"],
+            concurrency=1,
+            last_heartbeat=now - timedelta(seconds=age),
+        )
     assert retention.prune_once(now=now)["workers"] == 1
     assert list(Worker.objects.values_list("worker_id", flat=True)) == ["alive"]
 
@@ -210,7 +226,8 @@ def test_statuses_kept_forever_are_said_so(settings):
 
 
 @pytest.mark.parametrize(
-    "args", [["--status", "RUNNING"], ["--older-than", "-1"], ["--batch-size", "0"]])
+    "args", [["--status", "RUNNING"], ["--older-than", "-1"], ["--batch-size", "0"]]
+)
 def test_bad_flags_are_refused(args):
     with pytest.raises(CommandError):
         prune(*args)

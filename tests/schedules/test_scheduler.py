@@ -37,12 +37,20 @@ def test_a_new_schedule_starts_at_its_next_tick_and_fires_it_once(schedules):
     assert counts == {"fired": 1}
     [job] = jobs()
     assert (job.type, job.config, job.queue, job.priority, job.status) == (
-        "test.echo", {"report": "daily"}, "reports", 7, "PENDING")
+        "test.echo",
+        {"report": "daily"},
+        "reports",
+        7,
+        "PENDING",
+    )
     fire = ScheduleFire.objects.get(schedule="s")
     assert (fire.fire_time, fire.job_id) == (utc(2030, 1, 7, 10, 0), job.id)
     s = state()
     assert (s.last_fire_time, s.last_job_id, s.next_fire_time) == (
-        utc(2030, 1, 7, 10, 0), job.id, utc(2030, 1, 7, 10, 1))
+        utc(2030, 1, 7, 10, 0),
+        job.id,
+        utc(2030, 1, 7, 10, 1),
+    )
 
     assert enqueue_due(now=utc(2030, 1, 7, 10, 0, 40)) == {}
     assert len(jobs()) == 1
@@ -161,7 +169,9 @@ def test_the_decorator_schedules_a_handler_above_or_below_it(clean_decorators):
     enqueue_due(now=T0)
     assert enqueue_due(now=utc(2030, 1, 7, 10, 0)) == {"fired": 2}
     assert sorted(j.type for j in Job.objects.all()) == [
-        "tests.schedules.above", "tests.schedules.below"]
+        "tests.schedules.above",
+        "tests.schedules.below",
+    ]
 
 
 def test_no_schedule_means_no_query(django_assert_num_queries):
@@ -210,13 +220,15 @@ class TestWorkerServices:
     def calls(self, monkeypatch):
         seen = []
         monkeypatch.setattr(scheduler, "enqueue_due", lambda **kw: seen.append("schedule") or {})
-        monkeypatch.setattr("django_pgjobs.retention.prune_once",
-                            lambda **kw: seen.append("prune") or {})
+        monkeypatch.setattr(
+            "django_pgjobs.retention.prune_once", lambda **kw: seen.append("prune") or {}
+        )
         return seen
 
     def runner(self, **options):
-        o = WorkerOptions(listen=False, install_signal_handlers=False,
-                          using=connection.alias, **options)
+        o = WorkerOptions(
+            listen=False, install_signal_handlers=False, using=connection.alias, **options
+        )
         return Worker(o).services
 
     def test_runs_each_service_at_its_interval(self, calls, monkeypatch):
@@ -240,7 +252,10 @@ class TestWorkerServices:
         names = {s.name for s in self.runner(scheduler=False, prune=False).services}
         assert names.isdisjoint({"scheduler", "pruner"})
         assert {s.name for s in self.runner(burst=True).services} == {
-            "queue_controls", "reaper", "rollup_flush"}
+            "queue_controls",
+            "reaper",
+            "rollup_flush",
+        }
         self.runner(scheduler=False, prune=False).run_due(float("inf"))
         self.runner(burst=True).run_due(float("inf"))
         assert calls == []

@@ -28,12 +28,22 @@ def stop(worker) -> int:
 
 def test_four_workers_fire_each_tick_exactly_once(start_worker):
     workers = [
-        start_worker("--settings", "tests.schedules.worker_settings", "--poll-interval", "0.2",
-                     "--concurrency", "1", "-v", "1", env={"PYTHONFAULTHANDLER": "1"})
+        start_worker(
+            "--settings",
+            "tests.schedules.worker_settings",
+            "--poll-interval",
+            "0.2",
+            "--concurrency",
+            "1",
+            "-v",
+            "1",
+            env={"PYTHONFAULTHANDLER": "1"},
+        )
         for _ in range(4)
     ]
-    eventually(lambda: ScheduleFire.objects.count() >= TICKS, timeout=90,
-               message=f"{TICKS} ticks fired")
+    eventually(
+        lambda: ScheduleFire.objects.count() >= TICKS, timeout=90, message=f"{TICKS} ticks fired"
+    )
     for w in workers:
         assert stop(w) == 0, w.output()
 

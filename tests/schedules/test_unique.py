@@ -71,7 +71,10 @@ def test_once_the_job_is_finished_the_key_is_free_again(status):
 
 def test_a_running_job_holds_its_key():
     first = enqueue("test.echo", unique_key="running")
-    sql("UPDATE pgjobs_job SET status = 'RUNNING', lease_token = gen_random_uuid(), "
-        "lease_expires_at = now() + interval '1 minute' WHERE id = %s", [first.id])
+    sql(
+        "UPDATE pgjobs_job SET status = 'RUNNING', lease_token = gen_random_uuid(), "
+        "lease_expires_at = now() + interval '1 minute' WHERE id = %s",
+        [first.id],
+    )
     again = enqueue("test.echo", unique_key="running")
     assert again.deduplicated and again.id == first.id

@@ -7,7 +7,12 @@ PGJOBS = {
     **PGJOBS,
     "SCHEDULER_INTERVAL": 0.2,
     "SCHEDULES": {
-        "every-second": {"type": "test.noop", "cron": "* * * * * *", "timezone": "UTC",
-                         "catch_up": "all", "catch_up_window": 60},
+        "every-second": {
+            "type": "test.noop",
+            "cron": "* * * * * *",
+            "timezone": "UTC",
+            "catch_up": "all",
+            "catch_up_window": 60,
+        },
     },
 }

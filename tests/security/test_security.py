@@ -21,11 +21,26 @@ PACKAGE = Path(__file__).resolve().parents[2] / "django_pgjobs"
 
 # --- no pickle, no eval, no import of a path read from the database ---------------------------
 
-UNSAFE_MODULES = {"pickle", "_pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle",
-                  "jsonpickle", "copyreg"}
+UNSAFE_MODULES = {
+    "pickle",
+    "_pickle",
+    "cPickle",
+    "marshal",
+    "shelve",
+    "dill",
+    "cloudpickle",
+    "jsonpickle",
+    "copyreg",
+}
 UNSAFE_BUILTINS = {"eval", "exec", "compile", "__import__", "breakpoint"}
-UNSAFE_FUNCTIONS = {"import_module", "import_string", "locate", "load_module", "run_path",
-                    "run_module"}
+UNSAFE_FUNCTIONS = {
+    "import_module",
+    "import_string",
+    "locate",
+    "load_module",
+    "run_path",
+    "run_module",
+}
 
 
 def unsafe_calls(source: str, filename: str = "<source>") -> list[str]:
@@ -34,18 +49,27 @@ def unsafe_calls(source: str, filename: str = "<source>") -> list[str]:
     for node in ast.walk(ast.parse(source, filename)):
         where = f"{filename}:{getattr(node, 'lineno', '?')}"
         if isinstance(node, ast.Import):
-            found += [f"{where} import {a.name}" for a in node.names
-                      if a.name.split(".")[0] in UNSAFE_MODULES]
+            found += [
+                f"{where} import {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] in UNSAFE_MODULES
+            ]
         elif isinstance(node, ast.ImportFrom):
             module = (node.module or "").split(".")[0]
             if module in UNSAFE_MODULES:
                 found.append(f"{where} from {node.module} import …")
-            found += [f"{where} from {node.module} import {a.name}" for a in node.names
-                      if a.name in UNSAFE_FUNCTIONS]
+            found += [
+                f"{where} from {node.module} import {a.name}"
+                for a in node.names
+                if a.name in UNSAFE_FUNCTIONS
+            ]
         elif isinstance(node, ast.Call):
             func = node.func
-            name = func.id if isinstance(func, ast.Name) else (
-                func.attr if isinstance(func, ast.Attribute) else None)
+            name = (
+                func.id
+                if isinstance(func, ast.Name)
+                else (func.attr if isinstance(func, ast.Attribute) else None)
+            )
             builtin = isinstance(func, ast.Name) and name in UNSAFE_BUILTINS
             if builtin or name in UNSAFE_FUNCTIONS:
                 found.append(f"{where} calls {name}()")
@@ -60,15 +84,25 @@ def test_the_package_never_deserialises_or_executes_stored_data():
         "django_pgjobs must never load code or objects from data: job types are dispatched "
         "through registry.get(type) only, configs and results are JSON. Remove these (a path "
         "read from the database must never be imported, pickle must never be used):\n"
-        + "\n".join(found))
+        + "\n".join(found)
+    )
 
 
-@pytest.mark.parametrize("source", [
-    "import pickle", "from marshal import loads", "import dill.settings",
-    "eval(row[1])", "exec(code)", "__import__(job.type)",
-    "from django.utils.module_loading import import_string",
-    "importlib.import_module(job.type)", "pydoc.locate(name)", "compile(src, 'f', 'exec')",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import pickle",
+        "from marshal import loads",
+        "import dill.settings",
+        "eval(row[1])",
+        "exec(code)",
+        "__import__(job.type)",
+        "from django.utils.module_loading import import_string",
+        "importlib.import_module(job.type)",
+        "pydoc.locate(name)",
+        "compile(src, 'f', 'exec')",
+    ],
+)
 def test_the_scan_catches_each_unsafe_form(source):
     assert unsafe_calls(source)
 
@@ -99,8 +133,9 @@ _CONSTANT = re.compile(r"^(?:[a-z_]+\.)?_?[A-Z][A-Z0-9_]*(?:\.replace\([^()]*\))
 
 
 def _literal_fragment(node: ast.expr) -> bool:
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id in FRAGMENTS):
+    if not (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FRAGMENTS
+    ):
         return False
     names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
     return all(n in FRAGMENTS or _CONSTANT.match(n) for n in names)
@@ -119,21 +154,32 @@ def test_sql_strings_interpolate_only_constants():
                 if not isinstance(part, ast.FormattedValue):
                     continue
                 expr = ast.unparse(part.value)
-                if (_CONSTANT.match(expr) or (path.name, expr) in CHECKED_NAMES
-                        or _literal_fragment(part.value)):
+                if (
+                    _CONSTANT.match(expr)
+                    or (path.name, expr) in CHECKED_NAMES
+                    or _literal_fragment(part.value)
+                ):
                     continue
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {{{expr}}}")
     assert not found, (
         "SQL built with an f-string interpolates a value: pass it as a query parameter (%s) "
         "instead; only module constants (table names) may be interpolated. If the name is "
         "checked against a fixed tuple of literals just above, add (file, name) to "
-        "CHECKED_NAMES with the reason:\n" + "\n".join(found))
+        "CHECKED_NAMES with the reason:\n" + "\n".join(found)
+    )
 
 
 # --- queue names and the LISTEN channel -------------------------------------------------------
 
-EVIL_QUEUES = ['q"; DROP TABLE pgjobs_job; --', "q' OR '1'='1", "a b", "q\x00", "é", "x" * 64,
-               "$(touch /tmp/x)"]
+EVIL_QUEUES = [
+    'q"; DROP TABLE pgjobs_job; --',
+    "q' OR '1'='1",
+    "a b",
+    "q\x00",
+    "é",
+    "x" * 64,
+    "$(touch /tmp/x)",
+]
 
 
 @pytest.mark.parametrize("name", EVIL_QUEUES)
@@ -153,8 +199,13 @@ def test_the_listen_channel_is_quoted_as_an_identifier(settings):
     channel = 'Pg "Jobs"; DROP TABLE pgjobs_job; --'
     settings.PGJOBS = {**settings.PGJOBS, "NOTIFY_CHANNEL": channel}
     woken = threading.Event()
-    listener = Listener(alias="default", channel=channel, queues=["default"], wake=woken.set,
-                        application_name="pgjobs:security-test:listen")
+    listener = Listener(
+        alias="default",
+        channel=channel,
+        queues=["default"],
+        wake=woken.set,
+        application_name="pgjobs:security-test:listen",
+    )
     listener.start()
     try:
         eventually(listener.connected.is_set, timeout=10, message="listener connected")
@@ -180,8 +231,11 @@ def test_a_channel_postgres_cannot_notify_on_is_a_check_error(settings, channel)
 
 # --- secrets ------------------------------------------------------------------------------------
 
-SECRETS = {"password": "hunter2-PW-4f1c", "api_key": "sk-live-AK-93b2",  # noqa: S105
-           "nested": {"Authorization": "Bearer TOK-77e0"}}
+SECRETS = {
+    "password": "hunter2-PW-4f1c",
+    "api_key": "sk-live-AK-93b2",  # noqa: S105
+    "nested": {"Authorization": "Bearer TOK-77e0"},
+}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -46,8 +46,12 @@ def always_refuse(message):
 @task(takes_context=True, max_attempts=3, backoff=lambda attempt: 0)
 def context_probe(context, fail_until):
     """Returns what the context said; fails while its attempt is below ``fail_until``."""
-    seen = {"attempt": context.attempt, "id": context.task_result.id,
-            "status": context.task_result.status, "attempts": context.task_result.attempts}
+    seen = {
+        "attempt": context.attempt,
+        "id": context.task_result.id,
+        "status": context.task_result.status,
+        "attempts": context.task_result.attempts,
+    }
     if context.attempt < fail_until:
         raise Refused(f"attempt {context.attempt}")
     return seen
@@ -74,8 +78,11 @@ def loses_its_lease(context):
     from django.db import connection
 
     with connection.cursor() as cur:
-        cur.execute("UPDATE pgjobs_job SET lease_token = gen_random_uuid(), locked_by = 'other' "
-                    "WHERE id = %s", [int(context.task_result.id)])
+        cur.execute(
+            "UPDATE pgjobs_job SET lease_token = gen_random_uuid(), locked_by = 'other' "
+            "WHERE id = %s",
+            [int(context.task_result.id)],
+        )
     raise Refused("too late")
 
 

@@ -45,10 +45,17 @@ def test_enqueue_writes_one_job_with_the_task_options():
     result = t.send_welcome.enqueue(42)
     job = job_of(result)
     assert (job.type, job.queue, job.priority, job.status) == (
-        "task:tests.testapp.tasks.send_welcome", "emails", 10, JobStatus.PENDING)
+        "task:tests.testapp.tasks.send_welcome",
+        "emails",
+        10,
+        JobStatus.PENDING,
+    )
     assert job.config == {"args": [42], "kwargs": {}, "backend": "default"}
     assert (result.status, result.enqueued_at, result.args) == (
-        TaskResultStatus.READY, job.created_at, [42])
+        TaskResultStatus.READY,
+        job.created_at,
+        [42],
+    )
     assert result.task is t.send_welcome and result.backend == "default"
 
 
@@ -76,7 +83,11 @@ def test_priority_orders_the_claim():
         t.record.using(priority=priority).enqueue(label)
     run_jobs()
     assert list(Effect.objects.order_by("id").values_list("value", flat=True)) == [
-        "high", "mid", "mid2", "low"]
+        "high",
+        "mid",
+        "mid2",
+        "low",
+    ]
 
 
 def test_unique_key_returns_the_pending_result():
@@ -110,7 +121,10 @@ def test_return_value_and_timestamps():
     run_jobs()
     result.refresh()
     assert (result.status, result.return_value, result.attempts) == (
-        TaskResultStatus.SUCCESSFUL, 5, 1)
+        TaskResultStatus.SUCCESSFUL,
+        5,
+        1,
+    )
     assert result.worker_ids == ["pgjobs-testing"]
     assert result.enqueued_at == job_of(result).created_at
     # ordered even inside the test's transaction, whose now() is its start
@@ -144,9 +158,12 @@ def test_a_task_failing_twice_then_succeeding_shows_three_attempts():
 def test_a_retry_waits_for_its_backoff():
     result = t.record.enqueue("x")
     job = job_of(result)
-    sql("UPDATE pgjobs_job SET type = 'task:tests.testapp.tasks.boom', "
-        "config = '{\"args\": [\"first\"], \"kwargs\": {}, \"backend\": \"default\"}', "
-        "max_attempts = 2 WHERE id = %s", [job.id])
+    sql(
+        "UPDATE pgjobs_job SET type = 'task:tests.testapp.tasks.boom', "
+        'config = \'{"args": ["first"], "kwargs": {}, "backend": "default"}\', '
+        "max_attempts = 2 WHERE id = %s",
+        [job.id],
+    )
     run_jobs()  # the database clock stands still in this transaction: the retry is not due
     assert t.boom.get_result(result.id).status == TaskResultStatus.READY
     assert t.boom.get_result(result.id).attempts == 1
@@ -180,8 +197,10 @@ def test_a_return_value_that_is_not_json_fails_without_retry():
     assert error.traceback.rstrip().splitlines()[-1].startswith("TypeError: ")
 
 
-@pytest.mark.parametrize(("task", "path"), [(ct.returns_set, "builtins.TypeError"),
-                                            (ct.returns_nan, "builtins.ValueError")])
+@pytest.mark.parametrize(
+    ("task", "path"),
+    [(ct.returns_set, "builtins.TypeError"), (ct.returns_nan, "builtins.ValueError")],
+)
 def test_a_value_that_cannot_be_stored_is_never_retried(task, path):
     result = task.enqueue()
     run_jobs()
@@ -207,8 +226,16 @@ def test_signals_are_sent_at_the_right_moments():
 
     def on_finished(sender, task_result, **kwargs):
         stored = task_backends["default"].get_result(task_result.id)  # already recorded
-        events.append(("finished", sender, task_result.status, len(task_result.errors),
-                       len(stored.errors), stored.is_finished))
+        events.append(
+            (
+                "finished",
+                sender,
+                task_result.status,
+                len(task_result.errors),
+                len(stored.errors),
+                stored.is_finished,
+            )
+        )
 
     task_enqueued.connect(on_enqueued)
     task_started.connect(on_started)
@@ -273,7 +300,10 @@ def test_task_finished_of_a_retried_attempt_carries_its_exception_too():
         task_finished.disconnect(on_finished)
     S = TaskResultStatus  # noqa: N806
     assert sorted(seen, key=str) == [
-        (S.FAILED, TypeError), (S.READY, ct.Refused), (S.SUCCESSFUL, type(None))]
+        (S.FAILED, TypeError),
+        (S.READY, ct.Refused),
+        (S.SUCCESSFUL, type(None)),
+    ]
 
 
 def test_a_run_whose_lease_was_lost_is_not_reported_finished():
@@ -321,8 +351,11 @@ def test_get_result_of_another_task_is_a_mismatch():
 
 def test_a_task_path_read_from_the_database_is_never_imported():
     job = enqueue("test.noop")
-    sql("UPDATE pgjobs_job SET type = 'task:os.system', "
-        "config = '{\"args\": [\"touch /tmp/pwned\"], \"kwargs\": {}}' WHERE id = %s", [job.id])
+    sql(
+        "UPDATE pgjobs_job SET type = 'task:os.system', "
+        'config = \'{"args": ["touch /tmp/pwned"], "kwargs": {}}\' WHERE id = %s',
+        [job.id],
+    )
     with pytest.raises(TaskResultDoesNotExist, match="not registered in this process"):
         task_backends["default"].get_result(str(job.id))
     assert run_jobs() == []  # the claim only takes registered types
@@ -332,12 +365,17 @@ def test_a_task_path_read_from_the_database_is_never_imported():
 def test_running_cancelled_and_reaped_jobs_map_to_django_statuses():
     running, cancelled, reaped = (t.add.enqueue(i, i) for i in range(3))
     queries.cancel([int(cancelled.id)])
-    sql("UPDATE pgjobs_job SET status = 'RUNNING', attempts = 1, locked_by = 'w-dead', "
+    sql(
+        "UPDATE pgjobs_job SET status = 'RUNNING', attempts = 1, locked_by = 'w-dead', "
         "started_at = now(), lease_token = gen_random_uuid(), "
         "lease_expires_at = now() + interval '1 hour' WHERE id IN (%s, %s)",
-        [int(running.id), int(reaped.id)])
-    sql("UPDATE pgjobs_job SET max_attempts = 1, lease_expires_at = now() - interval '1 second' "
-        "WHERE id = %s", [int(reaped.id)])
+        [int(running.id), int(reaped.id)],
+    )
+    sql(
+        "UPDATE pgjobs_job SET max_attempts = 1, lease_expires_at = now() - interval '1 second' "
+        "WHERE id = %s",
+        [int(reaped.id)],
+    )
     queries.reap(reaped_fate)
     running.refresh(), cancelled.refresh(), reaped.refresh()
     assert (running.status, running.worker_ids) == (TaskResultStatus.RUNNING, ["w-dead"])

@@ -53,10 +53,17 @@ def signals_seen():
     def receiver(name):
         def on(sender, task_result, **kwargs):
             seen.append((name, sender, task_result.status, task_result.id, sys.exc_info()[1]))
+
         return on
 
-    receivers = {s: receiver(n) for s, n in [
-        (task_enqueued, "enqueued"), (task_started, "started"), (task_finished, "finished")]}
+    receivers = {
+        s: receiver(n)
+        for s, n in [
+            (task_enqueued, "enqueued"),
+            (task_started, "started"),
+            (task_finished, "finished"),
+        ]
+    }
     for signal, on in receivers.items():
         signal.connect(on)
     yield seen
@@ -70,8 +77,12 @@ def signals_seen():
 def test_the_feature_flags_say_what_the_backend_supports():
     backend = task_backends["default"]
     assert isinstance(backend, PgJobsBackend) and default_task_backend.alias == "default"
-    assert (backend.supports_defer, backend.supports_async_task, backend.supports_get_result,
-            backend.supports_priority) == (True, True, True, True)
+    assert (
+        backend.supports_defer,
+        backend.supports_async_task,
+        backend.supports_get_result,
+        backend.supports_priority,
+    ) == (True, True, True, True)
 
 
 # --- enqueue and results -------------------------------------------------------------------
@@ -166,8 +177,11 @@ def test_status_moves_from_ready_to_running_to_successful_under_a_real_worker():
     worker = threading.Thread(target=run_worker, kwargs={"concurrency": 1})
     worker.start()
     try:
-        running = eventually(lambda: (r := ct.wait_for_gate.get_result(result.id)).status
-                             == S.RUNNING and r, timeout=20, message="RUNNING")
+        running = eventually(
+            lambda: (r := ct.wait_for_gate.get_result(result.id)).status == S.RUNNING and r,
+            timeout=20,
+            message="RUNNING",
+        )
         assert running.started_at is not None and running.finished_at is None
         assert running.worker_ids and not running.is_finished
     finally:
@@ -263,8 +277,12 @@ def test_run_after_cannot_be_given_to_the_decorator():
 
 def test_the_context_carries_the_attempt_and_the_running_result():
     result = done(ct.context_probe.enqueue(1))
-    assert result.return_value == {"attempt": 1, "id": result.id, "status": "RUNNING",
-                                   "attempts": 1}
+    assert result.return_value == {
+        "attempt": 1,
+        "id": result.id,
+        "status": "RUNNING",
+        "attempts": 1,
+    }
 
 
 def test_the_context_attempt_counts_from_one_across_retries():
@@ -299,8 +317,9 @@ def test_signals_of_a_failed_task_send_finished_in_its_exception(signals_seen):
 
 def test_task_finished_is_logged_with_the_traceback_of_a_failure(caplog):
     result = done(ct.refuse.enqueue("logged"))
-    [record] = [r for r in caplog.records
-                if r.name == tasks_api.MODULE and "state=FAILED" in r.getMessage()]
+    [record] = [
+        r for r in caplog.records if r.name == tasks_api.MODULE and "state=FAILED" in r.getMessage()
+    ]
     assert result.id in record.getMessage() and record.exc_info[0] is ct.Refused
 
 
@@ -338,8 +357,11 @@ def test_difference_max_attempts_one_fails_at_the_first_error():
 
 def test_difference_a_task_path_read_from_the_database_is_never_imported():
     job = enqueue("test.noop")
-    sql("UPDATE pgjobs_job SET type = 'task:tests.tasks.conformance_tasks.not_a_task', "
-        "config = '{\"args\": [], \"kwargs\": {}}' WHERE id = %s", [job.id])
+    sql(
+        "UPDATE pgjobs_job SET type = 'task:tests.tasks.conformance_tasks.not_a_task', "
+        'config = \'{"args": [], "kwargs": {}}\' WHERE id = %s',
+        [job.id],
+    )
     with pytest.raises(TaskResultDoesNotExist, match="not registered"):
         default_task_backend.get_result(str(job.id))
     assert run_jobs() == [] and ct.CALLS == []  # never claimed: no worker knows the type

@@ -21,15 +21,28 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def entry(worker, outcome, error=None, minute=0):
-    return {"attempt": 1, "worker": worker, "outcome": outcome, "error": error,
-            "started_at": (T0 + timedelta(minutes=minute)).isoformat()}
+    return {
+        "attempt": 1,
+        "worker": worker,
+        "outcome": outcome,
+        "error": error,
+        "started_at": (T0 + timedelta(minutes=minute)).isoformat(),
+    }
 
 
 def job_row(**fields):
-    defaults = dict(id=7, type="task:tests.testapp.tasks.add", queue="default", priority=0,
-                    status=JobStatus.PENDING, config={"args": [1, 2], "kwargs": {},
-                                                      "backend": "default"},
-                    result={}, history=[], attempts=0, created_at=T0)
+    defaults = dict(
+        id=7,
+        type="task:tests.testapp.tasks.add",
+        queue="default",
+        priority=0,
+        status=JobStatus.PENDING,
+        config={"args": [1, 2], "kwargs": {}, "backend": "default"},
+        result={},
+        history=[],
+        attempts=0,
+        created_at=T0,
+    )
     defaults.update(fields)
     return Job(**defaults)
 
@@ -45,17 +58,21 @@ def test_every_job_status_maps_to_a_django_status():
     )
 
 
-@pytest.mark.parametrize(("status", "expected"), [
-    (JobStatus.PENDING, TaskResultStatus.READY),
-    (JobStatus.RUNNING, TaskResultStatus.RUNNING),
-    (JobStatus.COMPLETED, TaskResultStatus.SUCCESSFUL),
-    (JobStatus.COMPLETED_WITH_ERRORS, TaskResultStatus.SUCCESSFUL),
-    (JobStatus.FAILED, TaskResultStatus.FAILED),
-    (JobStatus.CANCELLED, TaskResultStatus.FAILED),
-])
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (JobStatus.PENDING, TaskResultStatus.READY),
+        (JobStatus.RUNNING, TaskResultStatus.RUNNING),
+        (JobStatus.COMPLETED, TaskResultStatus.SUCCESSFUL),
+        (JobStatus.COMPLETED_WITH_ERRORS, TaskResultStatus.SUCCESSFUL),
+        (JobStatus.FAILED, TaskResultStatus.FAILED),
+        (JobStatus.CANCELLED, TaskResultStatus.FAILED),
+    ],
+)
 def test_status_mapping(status, expected):
-    result = task_result(t.add, job_row(status=status, attempts=1, locked_by="w1",
-                                        result={"return_value": 3}))
+    result = task_result(
+        t.add, job_row(status=status, attempts=1, locked_by="w1", result={"return_value": 3})
+    )
     assert result.status == expected
     assert result.is_finished == (expected in ("SUCCESSFUL", "FAILED"))
 
@@ -64,27 +81,40 @@ def test_status_mapping(status, expected):
 
 
 def test_retried_then_running_counts_every_attempt_and_names_its_workers():
-    job = job_row(status=JobStatus.RUNNING, attempts=3, locked_by="w3",
-                  started_at=T0 + timedelta(minutes=5),
-                  history=[entry("w1", "retry", "builtins.ValueError\nTraceback...\nValueError: 1"),
-                           entry("w2", "lease_expired", "lease expired", minute=2)])
+    job = job_row(
+        status=JobStatus.RUNNING,
+        attempts=3,
+        locked_by="w3",
+        started_at=T0 + timedelta(minutes=5),
+        history=[
+            entry("w1", "retry", "builtins.ValueError\nTraceback...\nValueError: 1"),
+            entry("w2", "lease_expired", "lease expired", minute=2),
+        ],
+    )
     result = task_result(t.add, job)
     assert result.worker_ids == ["w1", "w2", "w3"]
     assert result.attempts == 3
     assert result.started_at == T0 and result.last_attempted_at == T0 + timedelta(minutes=5)
     assert [e.exception_class_path for e in result.errors] == [
-        "builtins.ValueError", "django_pgjobs.exceptions.LeaseLost"]
+        "builtins.ValueError",
+        "django_pgjobs.exceptions.LeaseLost",
+    ]
     assert result.errors[0].exception_class is ValueError
     assert result.finished_at is None
 
 
 def test_released_attempts_are_refunded_and_manual_retry_starts_over():
-    job = job_row(status=JobStatus.PENDING, attempts=1, locked_by="w3", history=[
-        entry("w1", "attempts_exhausted", "builtins.KeyError\ntb"),
-        {"outcome": "manual_retry", "previous_status": "FAILED", "attempt": 1},
-        entry("w2", "released", "released unstarted at worker shutdown"),
-        entry("w3", "retry", "builtins.OSError\ntb"),
-    ])
+    job = job_row(
+        status=JobStatus.PENDING,
+        attempts=1,
+        locked_by="w3",
+        history=[
+            entry("w1", "attempts_exhausted", "builtins.KeyError\ntb"),
+            {"outcome": "manual_retry", "previous_status": "FAILED", "attempt": 1},
+            entry("w2", "released", "released unstarted at worker shutdown"),
+            entry("w3", "retry", "builtins.OSError\ntb"),
+        ],
+    )
     attempts = attempts_of(job)
     assert [a.worker for a in attempts] == ["w3"]
     assert [e.exception_class_path for e in errors_of(job, attempts)] == ["builtins.OSError"]
@@ -92,11 +122,16 @@ def test_released_attempts_are_refunded_and_manual_retry_starts_over():
 
 def test_the_last_error_is_read_in_full_from_the_row():
     long_tb = "Traceback (most recent call last):\n" + "x" * 5000
-    job = job_row(status=JobStatus.FAILED, attempts=1, locked_by="w1",
-                  error="tests.testapp.tasks.TaskBoom\n" + long_tb,
-                  history=[entry("w1", "attempts_exhausted",
-                                 ("tests.testapp.tasks.TaskBoom\n" + long_tb)[:2000])],
-                  finished_at=T0)
+    job = job_row(
+        status=JobStatus.FAILED,
+        attempts=1,
+        locked_by="w1",
+        error="tests.testapp.tasks.TaskBoom\n" + long_tb,
+        history=[
+            entry("w1", "attempts_exhausted", ("tests.testapp.tasks.TaskBoom\n" + long_tb)[:2000])
+        ],
+        finished_at=T0,
+    )
     result = task_result(t.boom, job)
     assert result.errors[0].traceback == long_tb
     assert result.errors[0].exception_class is t.TaskBoom
@@ -110,8 +145,12 @@ def test_error_text_without_a_class_path_is_kept_whole():
 
 
 def test_return_value_only_when_successful():
-    done = task_result(t.add, job_row(status=JobStatus.COMPLETED, attempts=1, locked_by="w",
-                                      result={"return_value": None}))
+    done = task_result(
+        t.add,
+        job_row(
+            status=JobStatus.COMPLETED, attempts=1, locked_by="w", result={"return_value": None}
+        ),
+    )
     assert done.return_value is None
     failed = task_result(t.add, job_row(status=JobStatus.FAILED, attempts=1, locked_by="w"))
     with pytest.raises(ValueError, match="Task failed"):
@@ -160,14 +199,17 @@ def raised(fn):
 
 
 @pytest.mark.parametrize("reference", ["dummy", "immediate"])
-@pytest.mark.parametrize(("case", "build"), [
-    ("priority too high", lambda b: make(b, priority=101)),
-    ("priority not whole", lambda b: make(b, priority=1.5)),
-    ("unknown queue", lambda b: make(b).using(queue_name="nope")),
-    ("nested function", lambda b: make(b, func=(lambda: None))),
-    ("takes_context without context", lambda b: make(b, takes_context=True)),
-    ("run_after in decorator", lambda b: make(b, run_after=T0)),
-])
+@pytest.mark.parametrize(
+    ("case", "build"),
+    [
+        ("priority too high", lambda b: make(b, priority=101)),
+        ("priority not whole", lambda b: make(b, priority=1.5)),
+        ("unknown queue", lambda b: make(b).using(queue_name="nope")),
+        ("nested function", lambda b: make(b, func=(lambda: None))),
+        ("takes_context without context", lambda b: make(b, takes_context=True)),
+        ("run_after in decorator", lambda b: make(b, run_after=T0)),
+    ],
+)
 def test_validation_matches_the_builtin_backends(reference, case, build):
     expected = raised(lambda: build(reference))
     assert expected[0] is not None, case
@@ -193,12 +235,15 @@ def test_stricter_than_django_nan_is_refused_before_any_query(ours):
         ours().enqueue(float("nan"))
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"max_attempts": 0}, "max_attempts must be a whole number >= 1"),
-    ({"timeout": -1}, "timeout must be a number of seconds > 0"),
-    ({"backoff": 5}, "backoff must be a callable"),
-    ({"unique_key": ""}, "unique_key must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be a whole number >= 1"),
+        ({"timeout": -1}, "timeout must be a number of seconds > 0"),
+        ({"backoff": 5}, "backoff must be a callable"),
+        ({"unique_key": ""}, "unique_key must be a non-empty string"),
+    ],
+)
 def test_extra_options_are_validated_at_decoration(ours, options, message):
     with pytest.raises(InvalidTask, match=message):
         ours(**options)
@@ -212,7 +257,12 @@ def test_extra_options_reach_the_worker_handler_spec(ours):
     assert isinstance(created, PgJobsTask)
     spec = tasks_registry.registry.get("task:tests.tasks.test_results_unit.module_level")
     assert (spec.max_attempts, spec.backoff, spec.timeout, spec.queue, spec.priority) == (
-        7, backoff, 12.5, "emails", -3)
+        7,
+        backoff,
+        12.5,
+        "emails",
+        -3,
+    )
 
 
 def test_async_tasks_are_supported(ours):

@@ -68,8 +68,9 @@ def test_a_failed_assertion_lists_what_was_enqueued():
     with pytest.raises(AssertionError) as failure:
         assert_enqueued(t.add, args=[9, 9])
     message = str(failure.value)
-    assert "expected at least one job(s) matching task:tests.testapp.tasks.add args=[9, 9]" \
-        in message
+    assert (
+        "expected at least one job(s) matching task:tests.testapp.tasks.add args=[9, 9]" in message
+    )
     assert "task:tests.testapp.tasks.add#" in message and "args=[1, 2] kwargs={}" in message
     assert "test.echo#" in message and "config={'a': 1}" in message
     with pytest.raises(AssertionError, match="expected 0 job"):
@@ -95,7 +96,9 @@ def test_capture_sees_only_the_block_and_every_enqueue_path():
         t.sync_user.enqueue(3)  # deduplicated: nothing new
     t.add.enqueue(2, 2)
     assert [j.type for j in jobs] == [
-        "task:tests.testapp.tasks.add", "test.echo", "test.echo",
+        "task:tests.testapp.tasks.add",
+        "test.echo",
+        "test.echo",
         "task:tests.testapp.tasks.sync_user",
     ]
     jobs.assert_enqueued(t.add, args=[1, 1], count=1)

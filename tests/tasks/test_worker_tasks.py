@@ -48,7 +48,9 @@ def test_worker_threads_run_tasks_and_signal_from_the_right_threads():
     assert results[2].worker_ids == [worker.worker_id] * 2
     assert results[2].return_value == {"attempt": 2, "job_attempts": 2}
     assert {name for event, name in threads if event == "started"} <= {
-        "pgjobs-exec-0", "pgjobs-exec-1"}
+        "pgjobs-exec-0",
+        "pgjobs-exec-1",
+    }
     assert {name for event, name in threads if event == "finished"} == {"MainThread"}
     assert len(threads) == 8  # 4 attempts, each started and finished
 
@@ -91,8 +93,9 @@ def test_a_runjobs_subprocess_processes_task_jobs(start_worker):
 
     for r in (welcome, flaky, total):
         r.refresh()
-    assert [r.status for r in (welcome, flaky, total)] == [TaskResultStatus.SUCCESSFUL] * 3, \
+    assert [r.status for r in (welcome, flaky, total)] == [TaskResultStatus.SUCCESSFUL] * 3, (
         proc.output()
+    )
     assert total.return_value == 42
     assert Effect.objects.filter(value="welcome:11").count() == 1
     assert flaky.attempts == 2 and flaky.errors[0].exception_class is t.TaskBoom

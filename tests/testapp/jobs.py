@@ -21,13 +21,15 @@ from .models import Effect, Execution
 
 
 def _log(job):
-    Execution.objects.create(job_id=job.id, attempt=job.attempts, worker=job.worker_id,
-                             pid=os.getpid())
+    Execution.objects.create(
+        job_id=job.id, attempt=job.attempts, worker=job.worker_id, pid=os.getpid()
+    )
 
 
 def _done(job):
     Execution.objects.filter(job_id=job.id, attempt=job.attempts).update(
-        finished_at=__import__("django.utils.timezone", fromlist=["now"]).now())
+        finished_at=__import__("django.utils.timezone", fromlist=["now"]).now()
+    )
 
 
 @handler("test.noop")
@@ -136,13 +138,20 @@ def connection_options(job):
     connection.ensure_connection()
     client = connection.connection.info.get_parameters()
     with connection.cursor() as cur:
-        cur.execute("SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', "
-                    "'tcp_keepalives_interval', 'tcp_keepalives_count', 'tcp_user_timeout', "
-                    "'client_connection_check_interval')")
+        cur.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN ('tcp_keepalives_idle', "
+            "'tcp_keepalives_interval', 'tcp_keepalives_count', 'tcp_user_timeout', "
+            "'client_connection_check_interval')"
+        )
         server = dict(cur.fetchall())
-    return {"client": {k: v for k, v in client.items()
-                       if k.startswith(("keepalives", "tcp_", "connect_timeout"))},
-            "server": server}
+    return {
+        "client": {
+            k: v
+            for k, v in client.items()
+            if k.startswith(("keepalives", "tcp_", "connect_timeout"))
+        },
+        "server": server,
+    }
 
 
 @handler("test.async")

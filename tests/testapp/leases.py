@@ -9,7 +9,8 @@ def steal_lease(job_id: int) -> None:
     other = connections.create_connection("default")
     try:
         with other.cursor() as cur:
-            cur.execute("UPDATE pgjobs_job SET lease_token = gen_random_uuid() WHERE id = %s",
-                        [job_id])
+            cur.execute(
+                "UPDATE pgjobs_job SET lease_token = gen_random_uuid() WHERE id = %s", [job_id]
+            )
     finally:
         other.close()

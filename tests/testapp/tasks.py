@@ -36,8 +36,10 @@ def record(label):
 def flaky(context, fail_times):
     """Fails its first ``fail_times`` attempts, then returns what it saw."""
     Execution.objects.create(
-        job_id=int(context.task_result.id), attempt=context.attempt,
-        worker=context.task_result.worker_ids[-1], pid=os.getpid(),
+        job_id=int(context.task_result.id),
+        attempt=context.attempt,
+        worker=context.task_result.worker_ids[-1],
+        pid=os.getpid(),
     )
     if context.attempt <= fail_times:
         raise TaskBoom(f"failing attempt {context.attempt}")

@@ -34,8 +34,9 @@ def bouncer() -> Iterator[PgBouncer]:
         yield b
 
 
-def pooled_env(bouncer: PgBouncer, *, documented: bool = True,
-               pgjobs: dict | None = None) -> dict[str, str]:
+def pooled_env(
+    bouncer: PgBouncer, *, documented: bool = True, pgjobs: dict | None = None
+) -> dict[str, str]:
     """The environment of a process on tests.topology.settings. ``documented``: the settings
     docs/topology.md asks for behind a transaction pooler (DISABLE_SERVER_SIDE_CURSORS)."""
     return {
@@ -47,8 +48,12 @@ def pooled_env(bouncer: PgBouncer, *, documented: bool = True,
 
 @pytest.fixture
 def start_pooled(bouncer, start_worker) -> Callable[..., WorkerProcess]:
-    def start(*args: str, documented: bool = True, pgjobs: dict | None = None,
-              env: dict[str, str] | None = None) -> WorkerProcess:
+    def start(
+        *args: str,
+        documented: bool = True,
+        pgjobs: dict | None = None,
+        env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
         full_env = {**pooled_env(bouncer, documented=documented, pgjobs=pgjobs), **(env or {})}
         return start_worker("--settings", "tests.topology.settings", *args, env=full_env)
 
@@ -60,8 +65,12 @@ def pooled(bouncer, transactional_db) -> Iterator[str]:
     """The alias "pooled": this test's database through PgBouncer, for this test only (added
     after pytest-django's setup, so the flush goes through `default`)."""
     connections.settings["pooled"] = {
-        **connection.settings_dict, "HOST": "127.0.0.1", "PORT": str(bouncer.port),
-        "DISABLE_SERVER_SIDE_CURSORS": True, "TEST": {}}
+        **connection.settings_dict,
+        "HOST": "127.0.0.1",
+        "PORT": str(bouncer.port),
+        "DISABLE_SERVER_SIDE_CURSORS": True,
+        "TEST": {},
+    }
     _declare_to_the_test_guard("pooled")
     try:
         yield "pooled"

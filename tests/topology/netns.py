@@ -52,8 +52,18 @@ class Host:
 
     def create(self) -> Host:
         ip("netns", "add", self.ns)
-        ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if,
-           "netns", self.ns)
+        ip(
+            "link",
+            "add",
+            self.host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            self.ns_if,
+            "netns",
+            self.ns,
+        )
         ip("addr", "add", f"{self.host_ip}/30", "dev", self.host_if)
         ip("link", "set", self.host_if, "up")
         ip("-n", self.ns, "addr", "add", f"{self.ns_ip}/30", "dev", self.ns_if)
@@ -67,10 +77,30 @@ class Host:
 
     def _neighbours(self, host_mac: str, ns_mac: str) -> None:
         """Permanent entries: no ARP that could fail or heal on its own."""
-        ip("neigh", "replace", self.ns_ip, "lladdr", ns_mac, "dev", self.host_if,
-           "nud", "permanent")
-        ip("-n", self.ns, "neigh", "replace", self.host_ip, "lladdr", host_mac, "dev",
-           self.ns_if, "nud", "permanent")
+        ip(
+            "neigh",
+            "replace",
+            self.ns_ip,
+            "lladdr",
+            ns_mac,
+            "dev",
+            self.host_if,
+            "nud",
+            "permanent",
+        )
+        ip(
+            "-n",
+            self.ns,
+            "neigh",
+            "replace",
+            self.host_ip,
+            "lladdr",
+            host_mac,
+            "dev",
+            self.ns_if,
+            "nud",
+            "permanent",
+        )
 
     def cut(self) -> None:
         """Frames both ways go to a MAC nobody has: dropped, no reset, no error."""
@@ -116,8 +146,9 @@ class Cluster:
 
     def __init__(self, hosts: list[Host]):
         listen = ",".join(["127.0.0.1", *(h.host_ip for h in hosts)])
-        self.pg = EmbeddedPostgres(max_connections=60, handle_signals=False,
-                                   settings={"listen_addresses": listen})
+        self.pg = EmbeddedPostgres(
+            max_connections=60, handle_signals=False, settings={"listen_addresses": listen}
+        )
         self.hosts = hosts
         self.conn: psycopg.Connection | None = None
 
@@ -149,22 +180,44 @@ def migrate(url: str) -> None:
     env.pop("PGJOBS_TEST_DB_NAME", None)
     done = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "django", "migrate", "--settings", "tests.settings", "-v", "0"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
 
 
 class HostWorker(WorkerProcess):
     """`manage.py runjobs` inside a namespace (``ip netns exec``), with its own settings."""
 
-    def __init__(self, host: Host | None, url: str, *args: str, settings: str,
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        host: Host | None,
+        url: str,
+        *args: str,
+        settings: str,
+        env: dict[str, str] | None = None,
+    ):
         self.args = list(args)
-        env = {**os.environ, "DATABASE_URL": url, "PGJOBS_TEST_DB_NAME": "",
-               "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "PGJOBS_TEST_DB_NAME": "",
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
         tmp = Path(os.environ.get("TMPDIR", "/tmp"))  # noqa: S108
         self.log_path = tmp / f"pgjobs-worker-{os.getpid()}-{id(self)}.log"
         self._log = open(self.log_path, "w+b")  # noqa: SIM115
         prefix = ["ip", "netns", "exec", host.ns] if host else []
         self.proc = subprocess.Popen(  # noqa: S603
             [*prefix, sys.executable, "-m", "django", "runjobs", "--settings", settings, *args],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )

@@ -25,15 +25,26 @@ class Standby(EmbeddedPostgres):
     def _run(self, argv: list[str], *, as_server: bool, timeout: float) -> tuple[int, str]:
         if Path(argv[0]).name == "initdb":  # the cluster is a copy of the primary's
             p = self.primary
-            argv = [self._bin("pg_basebackup"), "-D", str(self.data_dir), "-R", "-X", "stream",
-                    "-c", "fast",  # no spread checkpoint to wait for
-                    "-d", f"host={p.host} port={p.port} user={p.user} "
-                          f"application_name={STANDBY_NAME}"]
+            argv = [
+                self._bin("pg_basebackup"),
+                "-D",
+                str(self.data_dir),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",  # no spread checkpoint to wait for
+                "-d",
+                f"host={p.host} port={p.port} user={p.user} application_name={STANDBY_NAME}",
+            ]
         return super()._run(argv, as_server=as_server, timeout=timeout)
 
     def promote(self) -> None:
-        rc, out = self._run([self._bin("pg_ctl"), "promote", "-D", str(self.data_dir), "-w",
-                             "-t", "60"], as_server=True, timeout=70)
+        rc, out = self._run(
+            [self._bin("pg_ctl"), "promote", "-D", str(self.data_dir), "-w", "-t", "60"],
+            as_server=True,
+            timeout=70,
+        )
         assert rc == 0, out
 
 
@@ -49,6 +60,11 @@ def primary_and_standby() -> tuple[EmbeddedPostgres, Standby]:
     with psycopg.connect(primary.url, autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{STANDBY_NAME}'")
         conn.execute("SELECT pg_reload_conf()")
-        eventually(lambda: conn.execute("SELECT sync_state FROM pg_stat_replication").fetchall()
-                   == [("sync",)], timeout=30, message="the standby is synchronous")
+        eventually(
+            lambda: (
+                conn.execute("SELECT sync_state FROM pg_stat_replication").fetchall() == [("sync",)]
+            ),
+            timeout=30,
+            message="the standby is synchronous",
+        )
     return primary, standby

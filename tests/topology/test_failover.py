@@ -43,9 +43,12 @@ class Enqueuer(threading.Thread):
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=3)
-                self.acked.append(conn.execute(
-                    "INSERT INTO pgjobs_job (type, config, max_attempts) VALUES ('test.behave', "
-                    "'{\"do\": \"ok\"}', 3) RETURNING id").fetchone()[0])
+                self.acked.append(
+                    conn.execute(
+                        "INSERT INTO pgjobs_job (type, config, max_attempts) VALUES ('test.behave', "
+                        '\'{"do": "ok"}\', 3) RETURNING id'
+                    ).fetchone()[0]
+                )
             except psycopg.OperationalError:
                 self.unknown += 1
                 if conn is not None:
@@ -61,26 +64,52 @@ def test_failover_to_a_synchronous_standby_mid_drain(request):
     request.addfinalizer(standby.close)
     request.addfinalizer(primary.close)
     hosts, ports = f"{primary.host},{standby.host}", f"{primary.port},{standby.port}"
-    conninfo = (f"host={hosts} port={ports} user=postgres dbname={primary.database} "
-                "target_session_attrs=read-write")
+    conninfo = (
+        f"host={hosts} port={ports} user=postgres dbname={primary.database} "
+        "target_session_attrs=read-write"
+    )
     before = psycopg.connect(primary.url, autocommit=True)
-    ids = [r[0] for r in before.execute(
-        "INSERT INTO pgjobs_job (type, config, max_attempts) SELECT 'test.behave', "
-        "'{\"do\": \"sleep\", \"seconds\": 0.02}', 3 FROM generate_series(1, %s) RETURNING id",
-        [JOBS]).fetchall()]
+    ids = [
+        r[0]
+        for r in before.execute(
+            "INSERT INTO pgjobs_job (type, config, max_attempts) SELECT 'test.behave', "
+            '\'{"do": "sleep", "seconds": 0.02}\', 3 FROM generate_series(1, %s) RETURNING id',
+            [JOBS],
+        ).fetchall()
+    ]
     env = {"PGJOBS_TEST_HOSTS": hosts, "PGJOBS_TEST_PORTS": ports}
     workers = []
     for _ in range(3):
-        w = HostWorker(None, primary.url, "--concurrency", "4", "--lease", str(LEASE),
-                       "--reap-interval", "1", "--poll-interval", "0.5", "-v", "1",
-                       settings=SETTINGS, env=env)
+        w = HostWorker(
+            None,
+            primary.url,
+            "--concurrency",
+            "4",
+            "--lease",
+            str(LEASE),
+            "--reap-interval",
+            "1",
+            "--poll-interval",
+            "0.5",
+            "-v",
+            "1",
+            settings=SETTINGS,
+            env=env,
+        )
         request.addfinalizer(w.close)
         workers.append(w)
     enqueuer = Enqueuer(conninfo)
     enqueuer.start()
-    eventually(lambda: before.execute("SELECT count(*) FROM pgjobs_job WHERE status = "
-                                      "'COMPLETED'").fetchone()[0] >= JOBS // 4,
-               timeout=60, message="the drain is under way")
+    eventually(
+        lambda: (
+            before.execute("SELECT count(*) FROM pgjobs_job WHERE status = 'COMPLETED'").fetchone()[
+                0
+            ]
+            >= JOBS // 4
+        ),
+        timeout=60,
+        message="the drain is under way",
+    )
     before.close()
 
     killed_at = time.time()
@@ -90,21 +119,35 @@ def test_failover_to_a_synchronous_standby_mid_drain(request):
     after = psycopg.connect(standby.url, autocommit=True)
     q = psycopg_query(after)
     inv = Invariants.begin(q).track(ids)  # the standby's own deadlock count from here on
-    first = eventually(lambda: q("SELECT min(extract(epoch FROM started_at))::float8 FROM "
-                                 "testapp_execution WHERE started_at > to_timestamp(%s)",
-                                 [promoted_at])[0][0], timeout=30,
-                       message="a job started on the new primary")
+    first = eventually(
+        lambda: q(
+            "SELECT min(extract(epoch FROM started_at))::float8 FROM "
+            "testapp_execution WHERE started_at > to_timestamp(%s)",
+            [promoted_at],
+        )[0][0],
+        timeout=30,
+        message="a job started on the new primary",
+    )
     time.sleep(2)
     enqueuer.stop.set()
     enqueuer.join(10)
     inv.track(enqueuer.acked)
-    eventually(lambda: q("SELECT count(*) FROM pgjobs_job WHERE status IN ('PENDING', "
-                         "'RUNNING')")[0][0] == 0, timeout=60, interval=0.2,
-               message="every job done after the failover")
+    eventually(
+        lambda: (
+            q("SELECT count(*) FROM pgjobs_job WHERE status IN ('PENDING', 'RUNNING')")[0][0] == 0
+        ),
+        timeout=60,
+        interval=0.2,
+        message="every job done after the failover",
+    )
     assert [w.proc.poll() for w in workers] == [None] * 3, "a worker exited"
     acked = set(enqueuer.acked)
-    present = {r[0] for r in q("SELECT id FROM pgjobs_job WHERE id = ANY(%s) AND status = "
-                               "'COMPLETED'", [sorted(acked)])}
+    present = {
+        r[0]
+        for r in q(
+            "SELECT id FROM pgjobs_job WHERE id = ANY(%s) AND status = 'COMPLETED'", [sorted(acked)]
+        )
+    }
     assert acked and acked == present, sorted(acked - present)[:20]  # nothing lost
 
     reconnects = []
@@ -118,13 +161,19 @@ def test_failover_to_a_synchronous_standby_mid_drain(request):
     for w in workers:
         assert w.wait(timeout=30) == 0, w.output()[-3000:]
     inv.check(drained=True, min_lease=LEASE)
-    retried = dict(q("SELECT h->>'outcome', count(*) FROM pgjobs_job, "
-                     "jsonb_array_elements(history) h GROUP BY 1"))
+    retried = dict(
+        q(
+            "SELECT h->>'outcome', count(*) FROM pgjobs_job, "
+            "jsonb_array_elements(history) h GROUP BY 1"
+        )
+    )
     after.close()
     assert max(reconnects) <= 10, reconnects
-    print(f"\nfailover: promotion took {promoted_at - killed_at:.1f}s; the first job started on "
-          f"the new primary {first - killed_at:.1f}s after the kill; workers were back "
-          f"{', '.join(f'{r:.1f}' for r in sorted(reconnects))}s after it; {len(acked)} "
-          f"enqueues acknowledged during the run, none lost ({enqueuer.unknown} refused); "
-          f"earlier attempts of jobs that ran again: {retried}; took {time.time() - t0:.0f}s "
-          f"(setup {setup:.0f}s, drain before the kill {killed_at - t0 - setup:.0f}s)")
+    print(
+        f"\nfailover: promotion took {promoted_at - killed_at:.1f}s; the first job started on "
+        f"the new primary {first - killed_at:.1f}s after the kill; workers were back "
+        f"{', '.join(f'{r:.1f}' for r in sorted(reconnects))}s after it; {len(acked)} "
+        f"enqueues acknowledged during the run, none lost ({enqueuer.unknown} refused); "
+        f"earlier attempts of jobs that ran again: {retried}; took {time.time() - t0:.0f}s "
+        f"(setup {setup:.0f}s, drain before the kill {killed_at - t0 - setup:.0f}s)"
+    )

@@ -52,36 +52,55 @@ def test_enqueue_unique_keys_and_a_worker_through_the_pool(pooled):
 def test_claim_heartbeat_finalize_and_reap_through_the_pool(pooled):
     with pooled_settings(pooled):
         enqueue_many("test.noop", [{}] * 3, using=pooled)
-        rows = queries.claim(worker_id="w", types=["test.noop"], queues=None, limit=3,
-                             lease_seconds=30, using=pooled)
+        rows = queries.claim(
+            worker_id="w", types=["test.noop"], queues=None, limit=3, lease_seconds=30, using=pooled
+        )
         assert len(rows) == 3
         held = [(r.id, r.lease_token) for r in rows]
         assert set(queries.heartbeat(held, 60, using=pooled)) == {r.id for r in rows}
-        done = Completion(id=rows[0].id, token=rows[0].lease_token, attempt=1,
-                          status="COMPLETED")
+        done = Completion(id=rows[0].id, token=rows[0].lease_token, attempt=1, status="COMPLETED")
         assert queries.finalize([done], using=pooled) == {rows[0].id}
-        sql("UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 s' "
-            "WHERE status = 'RUNNING'")
+        sql(
+            "UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 s' "
+            "WHERE status = 'RUNNING'"
+        )
         reaped = queries.reap(reaped_fate, using=pooled)
     assert sorted(r[0] for r in reaped) == sorted(r.id for r in rows[1:])
     assert dict(sql("SELECT status, count(*) FROM pgjobs_job GROUP BY 1")) == {
-        "COMPLETED": 1, "PENDING": 2}
+        "COMPLETED": 1,
+        "PENDING": 2,
+    }
 
 
 def test_queue_limit_and_fair_share_through_the_pool(pooled):
     with pooled_settings(pooled):
         queues.set_queue_limit("capped", 2, using=pooled)
         enqueue_many("test.noop", [{}] * 6, queue="capped", using=pooled)
-        capped = queries.claim_limited(queue="capped", worker_id="w", types=["test.noop"],
-                                       limit=5, lease_seconds=30, using=pooled)
+        capped = queries.claim_limited(
+            queue="capped",
+            worker_id="w",
+            types=["test.noop"],
+            limit=5,
+            lease_seconds=30,
+            using=pooled,
+        )
         assert len(capped) == 2  # the cap, under its advisory lock (a transaction's)
         enqueue_many("test.noop", [{}] * 20, tenant_id="big", using=pooled)
         enqueue_many("test.noop", [{}] * 2, tenant_id="small", using=pooled)
-        fair = queries.claim(worker_id="w", types=["test.noop"], queues=["default"], limit=4,
-                             lease_seconds=30, fair=True, using=pooled)
+        fair = queries.claim(
+            worker_id="w",
+            types=["test.noop"],
+            queues=["default"],
+            limit=4,
+            lease_seconds=30,
+            fair=True,
+            using=pooled,
+        )
         assert sorted(r.tenant_id for r in fair) == ["big", "big", "small", "small"]
-        sql("UPDATE pgjobs_job SET status = 'PENDING', lease_token = NULL, "
-            "lease_expires_at = NULL, attempts = 0, started_at = NULL WHERE status = 'RUNNING'")
+        sql(
+            "UPDATE pgjobs_job SET status = 'PENDING', lease_token = NULL, "
+            "lease_expires_at = NULL, attempts = 0, started_at = NULL WHERE status = 'RUNNING'"
+        )
         run_worker(using=pooled, concurrency=3, fair_share=True)
     assert sql("SELECT status, count(*) FROM pgjobs_job GROUP BY 1") == [("COMPLETED", 28)]
 

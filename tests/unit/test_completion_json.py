@@ -17,8 +17,16 @@ def test_a_plain_success_decodes_as_its_record():
 
 
 def test_anything_more_than_a_plain_success_goes_through_json_dumps():
-    c = Completion(id=1, token=str(uuid.uuid4()), attempt=1, status="PENDING",
-                   error='boom "quoted"\n', delay=2.5, note="retry", result={"a": [1]})
+    c = Completion(
+        id=1,
+        token=str(uuid.uuid4()),
+        attempt=1,
+        status="PENDING",
+        error='boom "quoted"\n',
+        delay=2.5,
+        note="retry",
+        result={"a": [1]},
+    )
     assert json.loads(_completion_json(c)) == c.as_record()
 
 

@@ -28,15 +28,21 @@ def files() -> list[str]:
     """The repository's files, relative to its root (not .venv, .git or artifacts)."""
     found = [p.name for p in ROOT.iterdir() if p.is_file()]
     for top in TREES:
-        found += [str(p.relative_to(ROOT)) for p in (ROOT / top).rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts]
+        found += [
+            str(p.relative_to(ROOT))
+            for p in (ROOT / top).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        ]
     return found
 
 
 @cache
 def top_modules() -> set[str]:
-    return {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
-            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    return {
+        p.stem if p.is_file() else p.name
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
 
 
 @cache
@@ -58,14 +64,18 @@ def permissions() -> set[str]:
     """`django_pgjobs.<codename>`: the app's permissions, as the admin docs name them."""
     from django.apps import apps
 
-    return {f"django_pgjobs.{c}" for model in apps.get_app_config("django_pgjobs").get_models()
-            for c in _codenames(model)}
+    return {
+        f"django_pgjobs.{c}"
+        for model in apps.get_app_config("django_pgjobs").get_models()
+        for c in _codenames(model)
+    }
 
 
 def _codenames(model: type) -> list[str]:
     meta = model._meta  # noqa: SLF001
-    return [c for c, _ in meta.permissions] + [f"{a}_{meta.model_name}"
-                                              for a in meta.default_permissions]
+    return [c for c, _ in meta.permissions] + [
+        f"{a}_{meta.model_name}" for a in meta.default_permissions
+    ]
 
 
 def resolves(dotted: str) -> bool:
@@ -94,8 +104,11 @@ def problem(span: str) -> str | None:
     """Why ``span`` is a broken code reference; None when it resolves or is no reference."""
     if m := TEST.fullmatch(span):
         file, name, ellipsis = m.groups()
-        paths = ([f for f in files() if f.startswith("tests/") and f.endswith(".py")]
-                 if file in ("", "…") else matching_files(file))
+        paths = (
+            [f for f in files() if f.startswith("tests/") and f.endswith(".py")]
+            if file in ("", "…")
+            else matching_files(file)
+        )
         if not paths:
             return f"no file {file}"
         return None if has_test(name, bool(ellipsis), paths) else f"no test {name} in {file}"
@@ -121,17 +134,23 @@ def references() -> list[tuple[str, int, str]]:
 
 def is_code(span: str) -> bool:
     code = span.removesuffix("()")
-    return bool(TEST.fullmatch(span) or span.endswith(".py") or (
-        DOTTED.fullmatch(code) and code.split(".")[0] in {"django_pgjobs", *top_modules()}))
+    return bool(
+        TEST.fullmatch(span)
+        or span.endswith(".py")
+        or (DOTTED.fullmatch(code) and code.split(".")[0] in {"django_pgjobs", *top_modules()})
+    )
 
 
 def test_every_code_reference_in_the_docs_resolves():
     refs = references()
     assert sum(is_code(span) for _, _, span in refs) > 100  # the checker sees the references
-    broken = [f"{doc}:{line}: `{span}`: {why}" for doc, line, span in refs
-              if (why := problem(span))]
-    assert broken == [], ("code references in the docs that no longer resolve: fix the doc (or "
-                          "the name):\n" + "\n".join(broken))
+    broken = [
+        f"{doc}:{line}: `{span}`: {why}" for doc, line, span in refs if (why := problem(span))
+    ]
+    assert broken == [], (
+        "code references in the docs that no longer resolve: fix the doc (or "
+        "the name):\n" + "\n".join(broken)
+    )
 
 
 def test_every_file_path_in_the_prose_exists():
@@ -140,8 +159,11 @@ def test_every_file_path_in_the_prose_exists():
     broken = []
     for doc in DOCS:
         prose = re.sub(r"^```.*?^```", "", doc.read_text(encoding="utf-8"), flags=re.M | re.S)
-        broken += [f"{doc.name}: {path}" for path in re.findall(r"[\w.-]+/[\w/.-]*\.py\b", prose)
-                   if not path.startswith(READERS) and not matching_files(path)]
+        broken += [
+            f"{doc.name}: {path}"
+            for path in re.findall(r"[\w.-]+/[\w/.-]*\.py\b", prose)
+            if not path.startswith(READERS) and not matching_files(path)
+        ]
     assert broken == [], "file paths in the docs that do not exist:\n" + "\n".join(broken)
 
 

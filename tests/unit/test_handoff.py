@@ -76,8 +76,12 @@ def test_a_short_type_that_runs_long_does_not_hold_back_the_others():
     h.ran("quick", 0.00001)
     released = threading.Event()
     pool = Pool(h, 2)
-    h.put_many([("quick", ("quick#stuck", lambda: released.wait(10))),
-                ("quick", ("quick#next", released.set))])
+    h.put_many(
+        [
+            ("quick", ("quick#stuck", lambda: released.wait(10))),
+            ("quick", ("quick#next", released.set)),
+        ]
+    )
     _wait_for(lambda: len(pool.ran) == 1)
     time.sleep(0.1)
     assert len(pool.ran) == 1  # no spread() yet: the second job waits behind the first
@@ -145,8 +149,10 @@ def test_close_lets_threads_finish_what_is_queued_then_exit():
     h.ran("quick", 0.00001)
     pool = Pool(h, 3)
     gate = threading.Event()
-    h.put_many([("quick", ("quick#0", lambda: gate.wait(5)))]
-               + [("quick", (f"quick#{i}", lambda: None)) for i in range(1, 6)])
+    h.put_many(
+        [("quick", ("quick#0", lambda: gate.wait(5)))]
+        + [("quick", (f"quick#{i}", lambda: None)) for i in range(1, 6)]
+    )
     h.close()
     gate.set()
     pool.close()

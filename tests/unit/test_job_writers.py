@@ -32,10 +32,22 @@ ALLOWED = {
 }
 
 _JOB_TABLE = r"(?:\{(?:T|JOB_TABLE|tables\.JOB_TABLE)\}|\"?pgjobs_job\"?(?![A-Za-z0-9_]))"
-_WRITE = re.compile(rf"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|TRUNCATE(?:\s+TABLE)?|"
-                    rf"COPY)\s+(?:ONLY\s+)?{_JOB_TABLE}", re.IGNORECASE)
-_ORM_WRITES = {"update", "delete", "create", "bulk_create", "bulk_update", "get_or_create",
-               "update_or_create", "save", "raw"}
+_WRITE = re.compile(
+    rf"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|TRUNCATE(?:\s+TABLE)?|"
+    rf"COPY)\s+(?:ONLY\s+)?{_JOB_TABLE}",
+    re.IGNORECASE,
+)
+_ORM_WRITES = {
+    "update",
+    "delete",
+    "create",
+    "bulk_create",
+    "bulk_update",
+    "get_or_create",
+    "update_or_create",
+    "save",
+    "raw",
+}
 
 
 def _text(node: ast.AST) -> str | None:
@@ -43,8 +55,10 @@ def _text(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant)
-                       else "{" + ast.unparse(v.value) + "}" for v in node.values)
+        return "".join(
+            v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+            for v in node.values
+        )
     return None
 
 
@@ -85,8 +99,11 @@ def _job_names(tree: ast.Module) -> set[str]:
     names = {"Job"}
     for _ in range(3):  # a chain of assignments a few deep
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and isinstance(root := _root(node.value), ast.Name) \
-                    and root.id in names:
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(root := _root(node.value), ast.Name)
+                and root.id in names
+            ):
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return names
 
@@ -101,12 +118,17 @@ def writers(source: str) -> list[tuple[int, str, str]]:
         text = _text(node)
         if text is not None and (m := _WRITE.search(text)):
             found.append((node.lineno, owner.get(id(node), "?"), " ".join(m.group().split())))
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _ORM_WRITES
-                and isinstance(root := _root(node.func.value), ast.Name) and root.id in job
-                and "__dict__" not in ast.unparse(node.func.value)):  # an attribute dict
-            found.append((node.lineno, owner.get(id(node), "?"),
-                          f"ORM {root.id}...{node.func.attr}()"))
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _ORM_WRITES
+            and isinstance(root := _root(node.func.value), ast.Name)
+            and root.id in job
+            and "__dict__" not in ast.unparse(node.func.value)
+        ):  # an attribute dict
+            found.append(
+                (node.lineno, owner.get(id(node), "?"), f"ORM {root.id}...{node.func.attr}()")
+            )
     return sorted(found)
 
 
@@ -124,16 +146,22 @@ def package_writers() -> dict[str, list[tuple[int, str, str]]]:
 def test_only_the_named_statements_of_queries_py_write_jobs():
     found = package_writers()
     elsewhere = {m: hits for m, hits in found.items() if m != HOME}
-    unlisted = [(line, name, what) for line, name, what in found.get(HOME, [])
-                if name not in ALLOWED]
+    unlisted = [
+        (line, name, what) for line, name, what in found.get(HOME, []) if name not in ALLOWED
+    ]
     assert not elsewhere and not unlisted, (
         "pgjobs_job is written outside the state machine's named statements:\n"
-        + "\n".join(f"  {m}:{line} in {name}: {what}" for m, hits in elsewhere.items()
-                    for line, name, what in hits)
-        + "\n".join(f"  {HOME}:{line} in {name}: {what} (not in ALLOWED)"
-                    for line, name, what in unlisted)
+        + "\n".join(
+            f"  {m}:{line} in {name}: {what}"
+            for m, hits in elsewhere.items()
+            for line, name, what in hits
+        )
+        + "\n".join(
+            f"  {HOME}:{line} in {name}: {what} (not in ALLOWED)" for line, name, what in unlisted
+        )
         + "\nMove the statement into queries.py as a named statement with a one-line purpose "
-          "and list it in ALLOWED (tests/unit/test_job_writers.py).")
+        "and list it in ALLOWED (tests/unit/test_job_writers.py)."
+    )
 
 
 def test_every_listed_statement_still_writes_jobs():
@@ -174,8 +202,12 @@ def f(ids):
 '''
     found = writers(source)
     assert [(name, what) for _, name, what in found] == [
-        ("A", "UPDATE {JOB_TABLE}"), ("B", "delete from pgjobs_job"), ("C", "INSERT INTO {T}"),
-        ("f", "ORM Job...update()"), ("f", "ORM qs...delete()"), ("f", "ORM job...save()"),
+        ("A", "UPDATE {JOB_TABLE}"),
+        ("B", "delete from pgjobs_job"),
+        ("C", "INSERT INTO {T}"),
+        ("f", "ORM Job...update()"),
+        ("f", "ORM qs...delete()"),
+        ("f", "ORM job...save()"),
         ("f", "ORM Job...create()"),
     ], found
 
@@ -196,5 +228,7 @@ def hand_written_history_entries(root: Path = PACKAGE) -> list[str]:
 
 def test_history_entries_come_from_one_builder():
     found = hand_written_history_entries()
-    assert not found, ("a history entry is written by hand; build it with "
-                       f"queries.history_entry()/history_appended(): {found}")
+    assert not found, (
+        "a history entry is written by hand; build it with "
+        f"queries.history_entry()/history_appended(): {found}"
+    )

@@ -10,8 +10,9 @@ def pgjobs_ids() -> list[str]:
     return [m.id for m in checks.run_checks() if m.id and m.id.startswith("pgjobs.")]
 
 
-@pytest.mark.parametrize("value", [None, "default", "host=db.internal dbname=app",
-                                   "postgresql://u@db:5432/app"])
+@pytest.mark.parametrize(
+    "value", [None, "default", "host=db.internal dbname=app", "postgresql://u@db:5432/app"]
+)
 def test_an_alias_a_dsn_or_none_is_accepted(settings, value):
     settings.PGJOBS = {"LISTEN_DATABASE": value}
     assert pgjobs_ids() == []
@@ -48,6 +49,7 @@ def test_the_listener_connects_where_the_setting_says(settings):
     assert params["dbname"] and "cursor_factory" not in params and "context" not in params
     settings.PGJOBS = {"LISTEN_DATABASE": "host=db.internal port=5433 dbname=app"}
     assert db.listen_connection_params("default") == {
-        "conninfo": "host=db.internal port=5433 dbname=app"}
+        "conninfo": "host=db.internal port=5433 dbname=app"
+    }
     settings.PGJOBS = {"LISTEN_DATABASE": "server_binding"}
     assert db.listen_connection_params("default")["dbname"] == params["dbname"]

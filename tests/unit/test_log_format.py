@@ -15,7 +15,8 @@ FORMAT = console.FORMAT
 
 def _record(created: float) -> logging.LogRecord:
     record = logging.LogRecord(
-        "django_pgjobs.worker", logging.INFO, __file__, 1, "m %s", ("x",), None)
+        "django_pgjobs.worker", logging.INFO, __file__, 1, "m %s", ("x",), None
+    )
     record.created, record.msecs = created, (created - int(created)) * 1000
     return record
 
@@ -23,15 +24,24 @@ def _record(created: float) -> logging.LogRecord:
 def test_same_text_as_the_standard_formatter_across_seconds():
     ours, standard = ConsoleFormatter(FORMAT), logging.Formatter(FORMAT)
     # within one second, across a second, back (a clock step), a minute and a day boundary
-    for created in (1_800_000_000.001, 1_800_000_000.999, 1_800_000_001.5, 1_800_000_000.25,
-                    1_800_000_059.999, 1_800_000_060.0, 1_800_057_599.5, 1_800_057_600.5):
+    for created in (
+        1_800_000_000.001,
+        1_800_000_000.999,
+        1_800_000_001.5,
+        1_800_000_000.25,
+        1_800_000_059.999,
+        1_800_000_060.0,
+        1_800_057_599.5,
+        1_800_057_600.5,
+    ):
         assert ours.format(_record(created)) == standard.format(_record(created))
 
 
 def test_an_explicit_date_format_is_the_standard_one():
     record = _record(1_800_000_000.5)
     assert ConsoleFormatter(FORMAT, datefmt="%H:%M").format(record) == logging.Formatter(
-        FORMAT, datefmt="%H:%M").format(record)
+        FORMAT, datefmt="%H:%M"
+    ).format(record)
 
 
 # --- the direct path for the per-job success lines -------------------------------------------
@@ -41,8 +51,10 @@ def test_an_explicit_date_format_is_the_standard_one():
 def tree():
     """runjobs' set-up on a logger tree of the test's own: parent with the console handler
     (not propagating: pytest's capture handlers sit on the root), child the worker's."""
-    parent, child = logging.getLogger("pgjobs_console_test"), logging.getLogger(
-        "pgjobs_console_test.worker")
+    parent, child = (
+        logging.getLogger("pgjobs_console_test"),
+        logging.getLogger("pgjobs_console_test.worker"),
+    )
     handler = console.ConsoleHandler()
     handler.setStream(io.StringIO())
     parent.addHandler(handler)
@@ -80,20 +92,34 @@ def test_direct_only_when_the_console_alone_gets_the_records_unchanged(tree):
     other = logging.StreamHandler(io.StringIO())
     assert changed(lambda: child.removeHandler(other), lambda: child.addHandler(other)) is None
     # the records go on to the root (pytest's handlers are there)
-    assert changed(lambda: setattr(parent, "propagate", False),
-                   lambda: setattr(parent, "propagate", True)) is None
-    assert changed(lambda: handler.setLevel(logging.NOTSET),
-                   lambda: handler.setLevel(logging.WARNING)) is None
+    assert (
+        changed(
+            lambda: setattr(parent, "propagate", False), lambda: setattr(parent, "propagate", True)
+        )
+        is None
+    )
+    assert (
+        changed(lambda: handler.setLevel(logging.NOTSET), lambda: handler.setLevel(logging.WARNING))
+        is None
+    )
     ours = handler.formatter
-    for formatter in (logging.Formatter(console.FORMAT),
-                      console.ConsoleFormatter(console.FORMAT, datefmt="%H:%M"),
-                      console.ConsoleFormatter("%(levelname)s %(message)s %(job_id)s")):
-        assert changed(lambda: handler.setFormatter(ours),
-                       lambda f=formatter: handler.setFormatter(f)) is None
+    for formatter in (
+        logging.Formatter(console.FORMAT),
+        console.ConsoleFormatter(console.FORMAT, datefmt="%H:%M"),
+        console.ConsoleFormatter("%(levelname)s %(message)s %(job_id)s"),
+    ):
+        assert (
+            changed(lambda: handler.setFormatter(ours), lambda f=formatter: handler.setFormatter(f))
+            is None
+        )
     factory = logging.getLogRecordFactory()
-    assert changed(lambda: logging.setLogRecordFactory(factory),
-                   lambda: logging.setLogRecordFactory(
-                       lambda *a, **k: logging.LogRecord(*a, **k))) is None
+    assert (
+        changed(
+            lambda: logging.setLogRecordFactory(factory),
+            lambda: logging.setLogRecordFactory(lambda *a, **k: logging.LogRecord(*a, **k)),
+        )
+        is None
+    )
     assert console.direct_handler(child) is handler  # everything undone
 
 
@@ -139,8 +165,9 @@ def test_a_batch_goes_out_in_whole_lines_of_at_most_a_pipe_s_atomic_write(tree):
             return super().write(s)
 
     handler.setStream(Recording())
-    messages = [f"job.completed noop#{i} queue=default trace_id=é{'x' * (i % 50)}"
-                for i in range(300)] + ["job.completed big#1 " + "y" * 5000, "job.completed last#1"]
+    messages = [
+        f"job.completed noop#{i} queue=default trace_id=é{'x' * (i % 50)}" for i in range(300)
+    ] + ["job.completed big#1 " + "y" * 5000, "job.completed last#1"]
     handler.write_messages(child.name, logging.INFO, messages)
     assert len(writes) > 10 and all(w.endswith("\n") for w in writes)
     (big,) = [w for w in writes if len(w.encode()) > console.ATOMIC_WRITE]  # a longer line: alone

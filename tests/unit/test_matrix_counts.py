@@ -23,9 +23,24 @@ def test_skipped(): pass
 def test_counts_come_from_a_real_pytest_runs_junit_xml_even_at_minus_qq(tmp_path):
     (tmp_path / "test_sample.py").write_text(SAMPLE)
     xml = tmp_path / "junit.xml"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-qq", "-p", "no:cacheprovider",
-                           "-p", "no:django", f"--junitxml={xml}", str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-qq",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:django",
+            f"--junitxml={xml}",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "passed" not in done.stdout  # -qq prints no summary line: the XML still counts
     assert junit_counts(xml) == {"passed": 2, "failed": 1, "errors": 0, "skipped": 1}

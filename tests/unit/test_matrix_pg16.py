@@ -13,8 +13,10 @@ from pgserver import EmbeddedPostgres  # noqa: E402
 
 
 def test_the_pgserver_wheel_starts_a_postgresql_16():
-    with EmbeddedPostgres(install=matrix.pg16_install(), handle_signals=False) as pg, \
-            psycopg.connect(pg.url, autocommit=True) as conn:
+    with (
+        EmbeddedPostgres(install=matrix.pg16_install(), handle_signals=False) as pg,
+        psycopg.connect(pg.url, autocommit=True) as conn,
+    ):
         assert conn.info.server_version // 10000 == 16
 
 

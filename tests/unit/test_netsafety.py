@@ -4,8 +4,14 @@ import math
 
 from django_pgjobs import netsafety
 
-OURS = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
-        "keepalives_count": 3, "tcp_user_timeout": 10000}
+OURS = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10000,
+}
 
 
 def test_defaults_are_a_few_times_shorter_than_the_default_lease(settings, monkeypatch):
@@ -14,9 +20,12 @@ def test_defaults_are_a_few_times_shorter_than_the_default_lease(settings, monke
     assert netsafety.client_options() == OURS
     assert netsafety.detection_bound() == 11  # keepalives: 5 + 2 x 3; lease: 30
     assert netsafety.server_settings({}) == [
-        ("tcp_keepalives_idle", "5"), ("tcp_keepalives_interval", "2"),
-        ("tcp_keepalives_count", "3"), ("tcp_user_timeout", "10000"),
-        ("client_connection_check_interval", "2000")]
+        ("tcp_keepalives_idle", "5"),
+        ("tcp_keepalives_interval", "2"),
+        ("tcp_keepalives_count", "3"),
+        ("tcp_user_timeout", "10000"),
+        ("client_connection_check_interval", "2000"),
+    ]
 
 
 def test_what_the_user_set_wins_and_the_server_mirrors_it(settings, monkeypatch):
@@ -32,8 +41,12 @@ def test_what_the_user_set_wins_and_the_server_mirrors_it(settings, monkeypatch)
 
 
 def test_zero_leaves_libpqs_default_and_pgconnect_timeout_is_respected(settings, monkeypatch):
-    settings.PGJOBS = {"TCP_KEEPALIVES_IDLE": 0, "TCP_KEEPALIVES_INTERVAL": 0,
-                       "TCP_KEEPALIVES_COUNT": 0, "TCP_USER_TIMEOUT": 0.25}
+    settings.PGJOBS = {
+        "TCP_KEEPALIVES_IDLE": 0,
+        "TCP_KEEPALIVES_INTERVAL": 0,
+        "TCP_KEEPALIVES_COUNT": 0,
+        "TCP_USER_TIMEOUT": 0.25,
+    }
     monkeypatch.setenv("PGCONNECT_TIMEOUT", "4")
     assert netsafety.client_options() == {"tcp_user_timeout": 250}
     assert netsafety.detection_bound() == math.inf

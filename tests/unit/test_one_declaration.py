@@ -18,10 +18,12 @@ PROSE = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _outside_generated_tables(text: str) -> str:
-    for start, end in ((conf.TABLE_START, conf.TABLE_END),
-                       (settings_doc.FLAGS_START, settings_doc.FLAGS_END)):
+    for start, end in (
+        (conf.TABLE_START, conf.TABLE_END),
+        (settings_doc.FLAGS_START, settings_doc.FLAGS_END),
+    ):
         if start in text:
-            text = text[:text.index(start)] + text[text.index(end) + len(end):]
+            text = text[: text.index(start)] + text[text.index(end) + len(end) :]
     return text
 
 
@@ -31,7 +33,8 @@ def test_the_readme_flags_table_is_the_generated_one():
     end = text.index(settings_doc.FLAGS_END) + len(settings_doc.FLAGS_END)
     assert text[start:end] == settings_doc.flags_table(), (
         "README.md's runjobs flags table differs from the runjobs parser: regenerate it with "
-        "`.venv/bin/python scripts/settings_doc.py` (and commit README.md)")
+        "`.venv/bin/python scripts/settings_doc.py` (and commit README.md)"
+    )
 
 
 def test_no_doc_restates_a_setting_default():
@@ -49,14 +52,20 @@ def test_no_doc_restates_a_setting_default():
                     restated.append(f"{path.name}: {name}: {value.strip()}")
     assert restated == [], (
         "these docs restate a default of conf.SETTINGS by hand; link docs/settings.md's "
-        "generated table instead (or show a value that is not the default)")
+        "generated table instead (or show a value that is not the default)"
+    )
 
 
 def test_no_flag_row_restates_a_default_outside_the_generated_table():
     flags = {a.option_strings[0] for a in settings_doc._runjobs_parser()._actions}
-    rows = [(path.name, flag) for path in PROSE
-            for flag in re.findall(r"^\| `(--[\w-]+)` \|", _outside_generated_tables(
-                path.read_text("utf-8")), re.MULTILINE) if flag in flags]
+    rows = [
+        (path.name, flag)
+        for path in PROSE
+        for flag in re.findall(
+            r"^\| `(--[\w-]+)` \|", _outside_generated_tables(path.read_text("utf-8")), re.MULTILINE
+        )
+        if flag in flags
+    ]
     rows = [r for r in rows if r[0] == "README.md"]  # docs' tables of measurements name flags
     assert rows == [], "README restates runjobs flags by hand: keep them in the generated table"
 
@@ -64,15 +73,21 @@ def test_no_flag_row_restates_a_default_outside_the_generated_table():
 def test_runjobs_flags_carry_no_default_of_their_own():
     """None (or False for a switch): the worker's default applies, stated once in WorkerOptions
     or conf.SETTINGS, and --help / the README show that one."""
-    own = {a.option_strings[0]: a.default for a in settings_doc._runjobs_parser()._actions
-           if a.default not in (None, False)}
+    own = {
+        a.option_strings[0]: a.default
+        for a in settings_doc._runjobs_parser()._actions
+        if a.default not in (None, False)
+    }
     assert own == {}
 
 
 def test_no_module_indexes_the_defaults_by_a_setting_name():
-    found = [f"{p.relative_to(ROOT)}: {m}" for p in sorted((ROOT / "django_pgjobs").rglob("*.py"))
-             if p.name != "conf.py"
-             for m in re.findall(r"""(?:DEFAULTS|_D)\[["'][A-Z_]+["']\]""", p.read_text("utf-8"))]
+    found = [
+        f"{p.relative_to(ROOT)}: {m}"
+        for p in sorted((ROOT / "django_pgjobs").rglob("*.py"))
+        if p.name != "conf.py"
+        for m in re.findall(r"""(?:DEFAULTS|_D)\[["'][A-Z_]+["']\]""", p.read_text("utf-8"))
+    ]
     assert found == [], "use conf.get(NAME) or conf.option_default(field), not DEFAULTS[NAME]"
 
 
@@ -80,4 +95,5 @@ def test_the_retention_setting_documents_retentions_own_defaults():
     doc = conf.BY_NAME["RETENTION"].doc
     listed = dict(re.findall(r"`(\w+): (\d+)`", doc))
     assert {k: int(v) for k, v in listed.items()} == retention.DEFAULTS, (
-        "conf.py's RETENTION line lists other defaults than retention.DEFAULTS: update it")
+        "conf.py's RETENTION line lists other defaults than retention.DEFAULTS: update it"
+    )

@@ -24,12 +24,15 @@ def spec(**policy):
     return HandlerSpec(type="t", func=lambda job: None, **policy)
 
 
-@pytest.mark.parametrize(("text", "stored"), [
-    ("plain", "plain"),
-    ("a\x00b", "a\\x00b"),
-    ("bad \udc80 byte", "bad \\udc80 byte"),
-    ("café ☕", "café ☕"),
-])
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("plain", "plain"),
+        ("a\x00b", "a\\x00b"),
+        ("bad \udc80 byte", "bad \\udc80 byte"),
+        ("café ☕", "café ☕"),
+    ],
+)
 def test_text_is_stored_with_nul_and_lone_surrogates_escaped(text, stored):
     assert storable_text(text) == stored
     storable_text(text).encode("utf-8")  # PostgreSQL's encoding takes it
@@ -50,13 +53,16 @@ def test_json_that_is_not_json_is_refused_as_json_dumps_would():
         storable_json({"x": object()})
 
 
-@pytest.mark.parametrize(("exc", "status", "note"), [
-    (Fail("no"), JobStatus.FAILED, "failed"),
-    (LeaseLost("gone"), JobStatus.FAILED, "lease_lost"),
-    (ValueError("x"), JobStatus.PENDING, "retry"),
-    (JobTimeout("slow"), JobStatus.PENDING, "retry"),
-    (None, JobStatus.PENDING, "retry"),  # a lease that expired
-])
+@pytest.mark.parametrize(
+    ("exc", "status", "note"),
+    [
+        (Fail("no"), JobStatus.FAILED, "failed"),
+        (LeaseLost("gone"), JobStatus.FAILED, "lease_lost"),
+        (ValueError("x"), JobStatus.PENDING, "retry"),
+        (JobTimeout("slow"), JobStatus.PENDING, "retry"),
+        (None, JobStatus.PENDING, "retry"),  # a lease that expired
+    ],
+)
 def test_decide_one_rule_for_every_failed_attempt(exc, status, note):
     d = decide(spec(backoff_base=10), 1, 3, exc, rand=lambda: 0.5)
     assert (d.status, d.note) == (status, note)

@@ -10,15 +10,19 @@ PACKAGE = Path(__file__).resolve().parents[2] / "django_pgjobs"
 # a session set_config, LISTEN, a holdable cursor, an SQL-level PREPARE.
 SESSION_STATE = re.compile(
     r"pg_(try_)?advisory_lock(_shared)?\(|[\"']SET\s+(SESSION\s+)?\w+\s*(=|TO)\s"
-    r"|set_config\([^)]*,\s*(false|%s)\)|[\"']LISTEN\s+(\{|%|\")|WITH HOLD|[\"']PREPARE\s")
+    r"|set_config\([^)]*,\s*(false|%s)\)|[\"']LISTEN\s+(\{|%|\")|WITH HOLD|[\"']PREPARE\s"
+)
 # The reviewed places, each in docs/topology.md's table.
 ALLOWED = {
     "db.py": {"SET plan_cache_mode", "set_config('application_name', %s, false)"},
     "worker/listener.py": {"LISTEN"},
     # The producer's probe (taken and released in one expression), the sleeper's S and the
     # gate's pass, both on the listener's direct connection.
-    "doorbell.py": {"pg_try_advisory_lock({_SLEEPERS}", "pg_try_advisory_lock_shared({_SLEEPERS}",
-                    "pg_try_advisory_lock({_GATE}"},
+    "doorbell.py": {
+        "pg_try_advisory_lock({_SLEEPERS}",
+        "pg_try_advisory_lock_shared({_SLEEPERS}",
+        "pg_try_advisory_lock({_GATE}",
+    },
     "netsafety.py": {"set_config(v.name, v.value, false)"},
 }
 
@@ -38,7 +42,9 @@ def test_no_session_state_outside_the_reviewed_places():
             reviewed.update((rel, a) for a in allowed)
             if not allowed:
                 found.append(f"{rel}:{n}: {line.strip()}")
-    assert not found, ("session state a transaction pooler would lose or leak to other "
-                       "clients; see docs/topology.md:\n" + "\n".join(found))
+    assert not found, (
+        "session state a transaction pooler would lose or leak to other "
+        "clients; see docs/topology.md:\n" + "\n".join(found)
+    )
     # The pattern still finds the reviewed places: it would find a new one.
     assert reviewed == {(f, a) for f, items in ALLOWED.items() for a in items}, reviewed

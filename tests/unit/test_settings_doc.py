@@ -14,7 +14,8 @@ def test_the_docs_table_is_the_generated_one():
     start, end = text.index(conf.TABLE_START), text.index(conf.TABLE_END) + len(conf.TABLE_END)
     assert text[start:end] == conf.markdown_table(), (
         "docs/settings.md's settings table differs from django_pgjobs.conf.SETTINGS: regenerate "
-        "it with `.venv/bin/python scripts/settings_doc.py` (and commit docs/settings.md)")
+        "it with `.venv/bin/python scripts/settings_doc.py` (and commit docs/settings.md)"
+    )
 
 
 def test_replace_table_keeps_the_rest_of_the_page():
@@ -26,7 +27,8 @@ def test_replace_table_keeps_the_rest_of_the_page():
 def test_the_checks_list_documents_every_id_and_no_other():
     listed = set(re.findall(r"^\| `(pgjobs\.[EW]\d{3})` \|", DOC.read_text(), re.MULTILINE))
     in_table = {s.check for s in conf.SETTINGS} | {s.warn.check for s in conf.SETTINGS if s.warn}
-    in_code = {found for path in CODE for found in re.findall(r'"(pgjobs\.[EW]\d{3})"',
-                                                              path.read_text())}
+    in_code = {
+        found for path in CODE for found in re.findall(r'"(pgjobs\.[EW]\d{3})"', path.read_text())
+    }
     assert in_table <= listed
     assert listed == in_table | in_code

@@ -16,16 +16,34 @@ from django_pgjobs.worker import WorkerOptions
 
 # DEFAULTS as conf.py stated them by hand before the table: deriving them changed none.
 BEFORE_THE_TABLE = {
-    "DATABASE": "default", "DEFAULT_QUEUE": "default", "MAX_ATTEMPTS": 5, "BACKOFF_BASE": 5.0,
-    "BACKOFF_MAX": 3600.0, "BACKOFF_JITTER": 0.1, "TIMEOUT": None, "LEASE_SECONDS": 30.0,
-    "REAP_INTERVAL": 10.0, "CONCURRENCY": 10, "BATCH_SIZE": 200, "PREFETCH": 200,
-    "POLL_INTERVAL": 1.0, "SHUTDOWN_TIMEOUT": 30.0, "FAIR_SHARE": False,
-    "ROLLUP_RETENTION_DAYS": 30, "MAX_CONFIG_BYTES": 1024 * 1024, "MAX_CONFIG_DEPTH": 64,
-    "MAX_RESULT_BYTES": 1024 * 1024, "MAX_ERROR_CHARS": 16 * 1024,
-    "AUTODISCOVER_MODULES": ["jobs", "tasks"], "PREPARED_STATEMENTS": "auto",
+    "DATABASE": "default",
+    "DEFAULT_QUEUE": "default",
+    "MAX_ATTEMPTS": 5,
+    "BACKOFF_BASE": 5.0,
+    "BACKOFF_MAX": 3600.0,
+    "BACKOFF_JITTER": 0.1,
+    "TIMEOUT": None,
+    "LEASE_SECONDS": 30.0,
+    "REAP_INTERVAL": 10.0,
+    "CONCURRENCY": 10,
+    "BATCH_SIZE": 200,
+    "PREFETCH": 200,
+    "POLL_INTERVAL": 1.0,
+    "SHUTDOWN_TIMEOUT": 30.0,
+    "FAIR_SHARE": False,
+    "ROLLUP_RETENTION_DAYS": 30,
+    "MAX_CONFIG_BYTES": 1024 * 1024,
+    "MAX_CONFIG_DEPTH": 64,
+    "MAX_RESULT_BYTES": 1024 * 1024,
+    "MAX_ERROR_CHARS": 16 * 1024,
+    "AUTODISCOVER_MODULES": ["jobs", "tasks"],
+    "PREPARED_STATEMENTS": "auto",
     "NOTIFY_CHANNEL": "pgjobs",
     "REDACT_KEYS": ["password", "passwd", "secret", "token", "authorization", "api_key", "apikey"],
-    "SCHEDULES": {}, "SCHEDULER_INTERVAL": 5.0, "RETENTION": {}, "PRUNE_INTERVAL": 300.0,
+    "SCHEDULES": {},
+    "SCHEDULER_INTERVAL": 5.0,
+    "RETENTION": {},
+    "PRUNE_INTERVAL": 300.0,
     "LISTEN_DATABASE": None,  # added after the table
 }
 FIELDS = {f.name: f for f in dataclasses.fields(WorkerOptions)}
@@ -38,8 +56,12 @@ def pgjobs_ids() -> list[str]:
 def test_defaults_are_derived_unchanged():
     assert {k: conf.DEFAULTS[k] for k in BEFORE_THE_TABLE} == BEFORE_THE_TABLE
     assert set(conf.DEFAULTS) - set(BEFORE_THE_TABLE) == {  # added since, each with its tests
-        "CONNECT_TIMEOUT", "TCP_KEEPALIVES_IDLE", "TCP_KEEPALIVES_INTERVAL",
-        "TCP_KEEPALIVES_COUNT", "TCP_USER_TIMEOUT"}
+        "CONNECT_TIMEOUT",
+        "TCP_KEEPALIVES_IDLE",
+        "TCP_KEEPALIVES_INTERVAL",
+        "TCP_KEEPALIVES_COUNT",
+        "TCP_USER_TIMEOUT",
+    }
     assert list(conf.DEFAULTS) == [s.name for s in conf.SETTINGS]  # one entry per name
 
 
@@ -57,10 +79,19 @@ def test_each_option_is_a_worker_options_field_with_the_setting_default():
 
 
 def test_from_settings_reads_every_option_from_pgjobs(settings):
-    changed = {"CONCURRENCY": 3, "BATCH_SIZE": 7, "PREFETCH": 0, "POLL_INTERVAL": 0.5,
-               "SHUTDOWN_TIMEOUT": 2.0, "LEASE_SECONDS": 12.0, "REAP_INTERVAL": 4.0,
-               "FAIR_SHARE": True, "DATABASE": "server_binding", "SCHEDULER_INTERVAL": 9.0,
-               "PRUNE_INTERVAL": 99.0}
+    changed = {
+        "CONCURRENCY": 3,
+        "BATCH_SIZE": 7,
+        "PREFETCH": 0,
+        "POLL_INTERVAL": 0.5,
+        "SHUTDOWN_TIMEOUT": 2.0,
+        "LEASE_SECONDS": 12.0,
+        "REAP_INTERVAL": 4.0,
+        "FAIR_SHARE": True,
+        "DATABASE": "server_binding",
+        "SCHEDULER_INTERVAL": 9.0,
+        "PRUNE_INTERVAL": 99.0,
+    }
     assert set(changed) == {s.name for s in conf.SETTINGS if s.option}
     settings.PGJOBS = changed
     options = WorkerOptions.from_settings(batch_size=11, prefetch=None)
@@ -108,11 +139,22 @@ def test_wrong_types_and_values_are_refused(settings, pgjobs, check_id):
 
 @pytest.mark.parametrize(
     "pgjobs",
-    [{"FAIR_SHARE": True}, {"SHUTDOWN_TIMEOUT": 0}, {"TIMEOUT": 1e7}, {"PREFETCH": 0},
-     {"REDACT_KEYS": ("card",)}, {"AUTODISCOVER_MODULES": []}, {"BACKOFF_JITTER": 0},
-     {"DEFAULT_QUEUE": "emails:low"},
-     {"MAX_CONFIG_BYTES": 10**400}, {"QUEUES": ["reserved"]}, {"LEASE_SECONDS": 3},
-     {"TCP_USER_TIMEOUT": 0.5}, {"TCP_KEEPALIVES_IDLE": 0}, {"CONNECT_TIMEOUT": 0}],
+    [
+        {"FAIR_SHARE": True},
+        {"SHUTDOWN_TIMEOUT": 0},
+        {"TIMEOUT": 1e7},
+        {"PREFETCH": 0},
+        {"REDACT_KEYS": ("card",)},
+        {"AUTODISCOVER_MODULES": []},
+        {"BACKOFF_JITTER": 0},
+        {"DEFAULT_QUEUE": "emails:low"},
+        {"MAX_CONFIG_BYTES": 10**400},
+        {"QUEUES": ["reserved"]},
+        {"LEASE_SECONDS": 3},
+        {"TCP_USER_TIMEOUT": 0.5},
+        {"TCP_KEEPALIVES_IDLE": 0},
+        {"CONNECT_TIMEOUT": 0},
+    ],
 )
 def test_good_values_pass(settings, pgjobs):
     settings.PGJOBS = pgjobs
@@ -125,7 +167,8 @@ def test_the_message_says_what_the_rule_accepts(settings):
     assert found["pgjobs.E011"].msg == "PGJOBS['FAIR_SHARE'] must be True or False, got 'false'"
     assert found["pgjobs.E011"].hint == "the default is False"
     assert found["pgjobs.E003"].msg == (
-        "PGJOBS['LEASE_SECONDS'] must be a number of seconds > 0 and <= 1e7, got -1")
+        "PGJOBS['LEASE_SECONDS'] must be a number of seconds > 0 and <= 1e7, got -1"
+    )
 
 
 # --- runjobs' flags -----------------------------------------------------------------------------
@@ -139,8 +182,14 @@ def test_each_flagged_setting_has_its_flag_with_its_dest_and_help():
     actions = {a.option_strings[0]: a for a in parser()._actions if a.option_strings}
     flagged = [s for s in conf.SETTINGS if s.flag]
     assert sorted(s.flag.name for s in flagged) == [
-        "--batch-size", "--concurrency", "--lease", "--poll-interval", "--prefetch",
-        "--reap-interval", "--shutdown-timeout"]
+        "--batch-size",
+        "--concurrency",
+        "--lease",
+        "--poll-interval",
+        "--prefetch",
+        "--reap-interval",
+        "--shutdown-timeout",
+    ]
     for s in flagged:
         action = actions[s.flag.name]
         assert (action.dest, action.help, action.default) == (s.option, s.flag.help, None)
@@ -148,9 +197,12 @@ def test_each_flagged_setting_has_its_flag_with_its_dest_and_help():
 
 @pytest.mark.parametrize(
     ("args", "option", "value"),
-    [(["--lease", "12.5"], "lease_seconds", 12.5), (["--prefetch", "0"], "prefetch", 0),
-     (["--shutdown-timeout", "0"], "shutdown_timeout", 0.0),
-     (["--concurrency", "4"], "concurrency", 4)],
+    [
+        (["--lease", "12.5"], "lease_seconds", 12.5),
+        (["--prefetch", "0"], "prefetch", 0),
+        (["--shutdown-timeout", "0"], "shutdown_timeout", 0.0),
+        (["--concurrency", "4"], "concurrency", 4),
+    ],
 )
 def test_a_flag_reads_a_value_its_setting_accepts(args, option, value):
     got = vars(parser().parse_args(args))[option]
@@ -159,8 +211,13 @@ def test_a_flag_reads_a_value_its_setting_accepts(args, option, value):
 
 @pytest.mark.parametrize(
     ("flag", "value"),
-    [("--lease", "1e8"), ("--lease", "nan"), ("--shutdown-timeout", "-1"),
-     ("--batch-size", "1.5"), ("--prefetch", "-1")],
+    [
+        ("--lease", "1e8"),
+        ("--lease", "nan"),
+        ("--shutdown-timeout", "-1"),
+        ("--batch-size", "1.5"),
+        ("--prefetch", "-1"),
+    ],
 )
 def test_a_flag_refuses_what_its_setting_refuses_in_its_words(flag, value):
     s = next(s for s in conf.SETTINGS if s.flag and s.flag.name == flag)
@@ -173,6 +230,7 @@ def test_a_short_lease_flag_warns_as_w001():
     opts = vars(parser().parse_args(["--lease", "0.01"]))
     assert flag_warnings(opts) == [
         "(pgjobs.W001) --lease 0.01 under 3 s: a busy worker may lose leases between "
-        "heartbeats (every third of the lease)"]
+        "heartbeats (every third of the lease)"
+    ]
     assert flag_warnings(vars(parser().parse_args(["--lease", "3"]))) == []
     assert flag_warnings(vars(parser().parse_args([]))) == []

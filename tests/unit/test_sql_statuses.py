@@ -14,8 +14,10 @@ from django_pgjobs.status import JobStatus
 PACKAGE = Path(__file__).resolve().parents[2] / "django_pgjobs"
 STATUSES = set(JobStatus.values)
 
-_SQL = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE|WHERE|FILTER|RETURNING|CHECK)\b"
-                  r"|\bstatus\"?(::text)?\s*(=|<>|!=|IN\b|NOT IN\b)")  # or a bare condition
+_SQL = re.compile(
+    r"\b(SELECT|UPDATE|INSERT|DELETE|WHERE|FILTER|RETURNING|CHECK)\b"
+    r"|\bstatus\"?(::text)?\s*(=|<>|!=|IN\b|NOT IN\b)"
+)  # or a bare condition
 _QUOTED = re.compile(r"'([A-Z][A-Z0-9_]*)'")  # 'PENDING'
 _ARRAY = re.compile(r"'\{([A-Z][A-Z0-9_,]*)\}'")  # '{PENDING,RUNNING}'::text[]
 
@@ -29,8 +31,11 @@ def sql_strings(source: str) -> list[tuple[int, str | None, str]]:
     tree = ast.parse(source)
     owner: dict[int, str] = {}
     for stmt in tree.body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else (
-            [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+        targets = (
+            stmt.targets
+            if isinstance(stmt, ast.Assign)
+            else ([stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+        )
         for target in targets:
             if isinstance(target, ast.Name) and stmt.value is not None:
                 owner.update((id(n), target.id) for n in ast.walk(stmt.value))
@@ -64,9 +69,11 @@ def named_statuses(text: str) -> set[str]:
 
 
 def package_sql() -> list[tuple[str, int, str | None, str]]:
-    return [(str(path.relative_to(PACKAGE.parent)), line, name, text)
-            for path in sorted(PACKAGE.rglob("*.py"))
-            for line, name, text in sql_strings(path.read_text())]
+    return [
+        (str(path.relative_to(PACKAGE.parent)), line, name, text)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line, name, text in sql_strings(path.read_text())
+    ]
 
 
 def unknown_statuses(source: str) -> list[str]:
@@ -74,19 +81,25 @@ def unknown_statuses(source: str) -> list[str]:
 
 
 def hand_typed(where: str, source: str) -> list[str]:
-    return [f"{where}:{line} {sorted(named_statuses(text) & STATUSES)}"
-            for line, name, text in sql_strings(source)
-            if named_statuses(text) & STATUSES and (Path(where).name, name) not in HAND_TYPED_OK]
+    return [
+        f"{where}:{line} {sorted(named_statuses(text) & STATUSES)}"
+        for line, name, text in sql_strings(source)
+        if named_statuses(text) & STATUSES and (Path(where).name, name) not in HAND_TYPED_OK
+    ]
 
 
 def test_sql_names_only_job_statuses():
-    found = [f"{where}:{line} {sorted(named_statuses(text) - STATUSES)}"
-             for where, line, _, text in package_sql() if named_statuses(text) - STATUSES]
+    found = [
+        f"{where}:{line} {sorted(named_statuses(text) - STATUSES)}"
+        for where, line, _, text in package_sql()
+        if named_statuses(text) - STATUSES
+    ]
     assert not found, (
         "SQL names a status that JobStatus does not have (the CHECK constraint would refuse "
         f"it, or the statement matches nothing); JobStatus has {sorted(STATUSES)}. Build the "
         "status from the enum instead: status.PENDING_SQL, ACTIVE_SQL, TERMINAL_SQL … or "
-        "status.sql_in(JobStatus.X, …) in a module constant:\n" + "\n".join(found))
+        "status.sql_in(JobStatus.X, …) in a module constant:\n" + "\n".join(found)
+    )
 
 
 def test_statuses_in_sql_come_from_the_enum():
@@ -98,30 +111,39 @@ def test_statuses_in_sql_come_from_the_enum():
         "SQL types a status by hand: interpolate a constant of django_pgjobs/status.py instead "
         "(PENDING_SQL, RUNNING_SQL, ACTIVE_SQL, TERMINAL_SQL, RETRYABLE_SQL …, or a new module "
         "constant built with status.sql_in(JobStatus.X, …)); only the statements in "
-        "HAND_TYPED_OK keep their literals:\n" + "\n".join(found))
+        "HAND_TYPED_OK keep their literals:\n" + "\n".join(found)
+    )
 
 
-@pytest.mark.parametrize("source", [
-    "X = \"UPDATE t SET status = 'FINISHED'\"",
-    "def f():\n    cur.execute(f\"SELECT 1 FROM {T} WHERE status IN ('PENDING', 'DONE')\")",
-    "NEW = \"status = ANY('{PENDING,STARTED}'::text[])\"",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "X = \"UPDATE t SET status = 'FINISHED'\"",
+        "def f():\n    cur.execute(f\"SELECT 1 FROM {T} WHERE status IN ('PENDING', 'DONE')\")",
+        "NEW = \"status = ANY('{PENDING,STARTED}'::text[])\"",
+    ],
+)
 def test_the_scan_catches_a_status_the_enum_lacks(source):
     assert unknown_statuses(source)
 
 
-@pytest.mark.parametrize("source", [
-    "X = \"SELECT id FROM t WHERE status = 'PENDING'\"",
-    "def f():\n    cur.execute(f\"DELETE FROM {T} WHERE status IN ('FAILED', 'CANCELLED')\")",
-    "_CLAIM = \"UPDATE t SET status = 'RUNNING'\"",  # exempt in queries.py only
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "X = \"SELECT id FROM t WHERE status = 'PENDING'\"",
+        "def f():\n    cur.execute(f\"DELETE FROM {T} WHERE status IN ('FAILED', 'CANCELLED')\")",
+        "_CLAIM = \"UPDATE t SET status = 'RUNNING'\"",  # exempt in queries.py only
+    ],
+)
 def test_the_scan_catches_a_hand_typed_status(source):
     assert hand_typed("django_pgjobs/other.py", source)
 
 
 def test_the_scan_lets_enum_built_sql_and_prose_be():
-    source = ('"""Docstring: WHERE status = \'PENDING\' is prose."""\n'
-              "X = f\"SELECT id FROM {T} WHERE status = {PENDING_SQL} AND queue = 'default'\"\n"
-              "Y = \"WHERE status = %s\"\n")
+    source = (
+        '"""Docstring: WHERE status = \'PENDING\' is prose."""\n'
+        "X = f\"SELECT id FROM {T} WHERE status = {PENDING_SQL} AND queue = 'default'\"\n"
+        'Y = "WHERE status = %s"\n'
+    )
     assert not hand_typed("django_pgjobs/other.py", source)
     assert not unknown_statuses(source)

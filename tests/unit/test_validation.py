@@ -105,16 +105,23 @@ def test_bulk_encoding_matches_one_by_one():
 
     flat = [{"i": i, "s": "é"} for i in range(3)] + [None]
     assert encode_configs(flat, max_bytes=1000, max_depth=64) == (
-        "[" + ",".join(enc(c) for c in flat) + "]")
+        "[" + ",".join(enc(c) for c in flat) + "]"
+    )
     mixed = [{"a": {"b": [1]}}, {"s": "{[["}, {}]
     assert encode_configs(mixed, max_bytes=1000, max_depth=64) == (
-        "[" + ",".join(enc(c) for c in mixed) + "]")
+        "[" + ",".join(enc(c) for c in mixed) + "]"
+    )
 
 
 @pytest.mark.parametrize(
     ("bad", "fragment"),
-    [({"x": math.nan}, "is nan"), ({1: 2}, "keys must be strings"), ({"x": "\x00"}, "NUL"),
-     ({"blob": "x" * 600}, "over the 500-byte limit"), ([1], "must be a JSON object")],
+    [
+        ({"x": math.nan}, "is nan"),
+        ({1: 2}, "keys must be strings"),
+        ({"x": "\x00"}, "NUL"),
+        ({"blob": "x" * 600}, "over the 500-byte limit"),
+        ([1], "must be a JSON object"),
+    ],
 )
 def test_bulk_encoding_names_the_refused_config(bad, fragment):
     from django_pgjobs.validation import encode_configs

@@ -67,12 +67,22 @@ class Doorbell:
         self.calls.append("disarm")
 
 
-def waiter(*, poll=LONG, ended=None, claims=None, held=0, refill=1, listener=None,
-           claim_once=lambda: 0):
-    w = Waiter(poll_interval=poll, refill=refill, wake=threading.Event(),
-               stopping=threading.Event(), slots=Held([None] * held),
-               completer=ended or Ended(), producer=claims or Claims(), leases=Clock(),
-               progress=Clock(), handoff=Handoff(), claim_once=claim_once)
+def waiter(
+    *, poll=LONG, ended=None, claims=None, held=0, refill=1, listener=None, claim_once=lambda: 0
+):
+    w = Waiter(
+        poll_interval=poll,
+        refill=refill,
+        wake=threading.Event(),
+        stopping=threading.Event(),
+        slots=Held([None] * held),
+        completer=ended or Ended(),
+        producer=claims or Claims(),
+        leases=Clock(),
+        progress=Clock(),
+        handoff=Handoff(),
+        claim_once=claim_once,
+    )
     w.listener = listener
     return w
 

@@ -38,8 +38,14 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_everything_but_the_tasks_backend_works_without_a_tasks_framework():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(": ", 1) for line in done.stdout.splitlines())
     assert lines["checks"] == "['pgjobs.E014']"

@@ -23,8 +23,17 @@ from django_pgjobs.worker.slots import (
 
 def item(job_id: int, timeout: float | None = None) -> InFlight:
     job = JobContext(
-        id=job_id, type="t", queue="default", priority=0, config={}, attempts=1, max_attempts=3,
-        trace_id=None, tenant_id=None, created_at=datetime.now(timezone.utc), worker_id="w",
+        id=job_id,
+        type="t",
+        queue="default",
+        priority=0,
+        config={},
+        attempts=1,
+        max_attempts=3,
+        trace_id=None,
+        tenant_id=None,
+        created_at=datetime.now(timezone.utc),
+        worker_id="w",
         lease_token="00000000-0000-0000-0000-000000000000",
     )
     spec = HandlerSpec(type="t", func=lambda job: None, timeout=timeout)

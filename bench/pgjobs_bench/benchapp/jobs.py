@@ -1,4 +1,5 @@
 """The benchmark's no-op job: records its start in the shared probe and returns."""
+
 import probe
 
 from django_pgjobs import handler

@@ -15,42 +15,77 @@ _number = bounded(float, low=0, high=1e12, what="a number >= 0")
 
 
 class Command(PgjobsCommand):
-    help = ("Check the queue's health: table and index sizes, dead tuples, long transactions, "
-            "stale leases, backlog age, unknown job types. Exit status 1 when unhealthy.")
+    help = (
+        "Check the queue's health: table and index sizes, dead tuples, long transactions, "
+        "stale leases, backlog age, unknown job types. Exit status 1 when unhealthy."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         d = Thresholds()
         parser.add_argument("--json", action="store_true", help="print one JSON document")
-        parser.add_argument("--max-due-age", type=_number, default=d.max_due_age,
-                            metavar="SECONDS", help=f"oldest due job (default {d.max_due_age:g})")
-        parser.add_argument("--max-transaction-age", type=_number,
-                            default=d.max_transaction_age, metavar="SECONDS",
-                            help=f"oldest open transaction (default {d.max_transaction_age:g})")
-        parser.add_argument("--max-snapshot-age", type=_number, default=d.max_snapshot_age,
-                            metavar="SECONDS", help="oldest snapshot holding back vacuum "
-                                                    f"(default {d.max_snapshot_age:g})")
-        parser.add_argument("--max-dead-ratio", type=_number, default=d.max_dead_ratio,
-                            help=f"dead/(live+dead) tuples of {JOB_TABLE} "
-                                 f"(default {d.max_dead_ratio:g})")
-        parser.add_argument("--min-dead-tuples", type=int, default=d.min_dead_tuples,
-                            help="dead tuples ignored below this count "
-                                 f"(default {d.min_dead_tuples})")
-        parser.add_argument("--stale-lease-grace", type=_number, metavar="SECONDS",
-                            help="seconds past expiry before a lease counts as stale "
-                                 "(default 3 x PGJOBS['REAP_INTERVAL'])")
-        parser.add_argument("--allow-unknown-types", action="store_true",
-                            help="due jobs of unregistered types do not make it unhealthy")
-        parser.add_argument("--max-table-mb", type=_number, metavar="MB",
-                            help=f"total size of {JOB_TABLE} (default: not checked)")
+        parser.add_argument(
+            "--max-due-age",
+            type=_number,
+            default=d.max_due_age,
+            metavar="SECONDS",
+            help=f"oldest due job (default {d.max_due_age:g})",
+        )
+        parser.add_argument(
+            "--max-transaction-age",
+            type=_number,
+            default=d.max_transaction_age,
+            metavar="SECONDS",
+            help=f"oldest open transaction (default {d.max_transaction_age:g})",
+        )
+        parser.add_argument(
+            "--max-snapshot-age",
+            type=_number,
+            default=d.max_snapshot_age,
+            metavar="SECONDS",
+            help=f"oldest snapshot holding back vacuum (default {d.max_snapshot_age:g})",
+        )
+        parser.add_argument(
+            "--max-dead-ratio",
+            type=_number,
+            default=d.max_dead_ratio,
+            help=f"dead/(live+dead) tuples of {JOB_TABLE} (default {d.max_dead_ratio:g})",
+        )
+        parser.add_argument(
+            "--min-dead-tuples",
+            type=int,
+            default=d.min_dead_tuples,
+            help=f"dead tuples ignored below this count (default {d.min_dead_tuples})",
+        )
+        parser.add_argument(
+            "--stale-lease-grace",
+            type=_number,
+            metavar="SECONDS",
+            help="seconds past expiry before a lease counts as stale "
+            "(default 3 x PGJOBS['REAP_INTERVAL'])",
+        )
+        parser.add_argument(
+            "--allow-unknown-types",
+            action="store_true",
+            help="due jobs of unregistered types do not make it unhealthy",
+        )
+        parser.add_argument(
+            "--max-table-mb",
+            type=_number,
+            metavar="MB",
+            help=f"total size of {JOB_TABLE} (default: not checked)",
+        )
         add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         thresholds = Thresholds(
-            max_due_age=opts["max_due_age"], max_transaction_age=opts["max_transaction_age"],
+            max_due_age=opts["max_due_age"],
+            max_transaction_age=opts["max_transaction_age"],
             max_snapshot_age=opts["max_snapshot_age"],
-            max_dead_ratio=opts["max_dead_ratio"], min_dead_tuples=opts["min_dead_tuples"],
+            max_dead_ratio=opts["max_dead_ratio"],
+            min_dead_tuples=opts["min_dead_tuples"],
             stale_lease_grace=opts["stale_lease_grace"],
-            allow_unknown_types=opts["allow_unknown_types"], max_table_mb=opts["max_table_mb"],
+            allow_unknown_types=opts["allow_unknown_types"],
+            max_table_mb=opts["max_table_mb"],
         )
         result = report(thresholds, using=opts["database"])
         if opts["json"]:
@@ -69,26 +104,37 @@ class Command(PgjobsCommand):
                 self.stderr.write(f"UNHEALTHY: {problem}")
             return
         for name, t in m["tables"].items():
-            w(f"{name}: {_mb(t['total_bytes'])} (table {_mb(t['table_bytes'])}, indexes "
-              f"{_mb(t['index_bytes'])}), {t['live_tuples']} live / {t['dead_tuples']} dead "
-              f"tuples, last autovacuum {t['last_autovacuum'] or 'never'}")
+            w(
+                f"{name}: {_mb(t['total_bytes'])} (table {_mb(t['table_bytes'])}, indexes "
+                f"{_mb(t['index_bytes'])}), {t['live_tuples']} live / {t['dead_tuples']} dead "
+                f"tuples, last autovacuum {t['last_autovacuum'] or 'never'}"
+            )
         for name, i in m["indexes"].items():
             w(f"  index {name}: {_mb(i['bytes'])}, {i['scans']} scans")
         tx = m["oldest_transaction"]
-        w("oldest transaction: " + ("none open" if tx is None else
-          f"{tx['age_seconds']:.1f} s (pid {tx['pid']}, {tx['state']}, "
-          f"application {tx['application_name']!r})"))
+        w(
+            "oldest transaction: "
+            + (
+                "none open"
+                if tx is None
+                else f"{tx['age_seconds']:.1f} s (pid {tx['pid']}, {tx['state']}, "
+                f"application {tx['application_name']!r})"
+            )
+        )
         for h in m["old_snapshots"]:
-            w(f"holds back vacuum: pid {h['pid']} for {h['age_seconds']:.1f} s "
-              f"(application {h['application_name']!r}, {h['state']})")
+            w(
+                f"holds back vacuum: pid {h['pid']} for {h['age_seconds']:.1f} s "
+                f"(application {h['application_name']!r}, {h['state']})"
+            )
         lz = m["leases"]
-        w(f"expired leases: {lz['expired']} ({lz['stale']} older than "
-          f"{lz['grace_seconds']:g} s)")
+        w(f"expired leases: {lz['expired']} ({lz['stale']} older than {lz['grace_seconds']:g} s)")
         b = m["backlog"]
         age = b["oldest_due_age_seconds"]
         w(f"due jobs: {b['due']}, oldest waiting " + ("-" if age is None else f"{age:.1f} s"))
-        w("unknown types due: " + (", ".join(f"{u['type']} ({u['due']})"
-                                               for u in m["unknown_types"]) or "none"))
+        w(
+            "unknown types due: "
+            + (", ".join(f"{u['type']} ({u['due']})" for u in m["unknown_types"]) or "none")
+        )
         w(f"live workers: {m['live_workers']}")
         if result["healthy"]:
             w(self.style.SUCCESS("healthy"))

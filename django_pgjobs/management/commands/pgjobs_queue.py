@@ -28,14 +28,18 @@ def _limit(value: str) -> int | None:
 
 
 class Command(PgjobsCommand):
-    help = ("Pause, resume or cap a queue across all workers, or list queues. A paused queue is "
-            "not claimed (running jobs finish); a limit caps its RUNNING jobs cluster-wide.")
+    help = (
+        "Pause, resume or cap a queue across all workers, or list queues. A paused queue is "
+        "not claimed (running jobs finish); a limit caps its RUNNING jobs cluster-wide."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         add_database_flag(parser)  # before the action: pgjobs_queue --database queue list
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-        for action, text in (("pause", "stop claiming the queue's jobs"),
-                             ("resume", "claim the queue's jobs again")):
+        for action, text in (
+            ("pause", "stop claiming the queue's jobs"),
+            ("resume", "claim the queue's jobs again"),
+        ):
             sub.add_parser(action, help=text).add_argument("name", help="queue name")
         limit = sub.add_parser("limit", help="cap the queue's RUNNING jobs across all workers")
         limit.add_argument("name", help="queue name")
@@ -69,16 +73,23 @@ class Command(PgjobsCommand):
             self.stdout.write("no queue has controls or active jobs")
             return
         width = max(5, *(len(r.name) for r in rows))
-        self.stdout.write(f"{'QUEUE':<{width}}  {'STATE':<7}  {'LIMIT':>5}  {'DUE':>8}  "
-                          f"{'LATER':>8}  {'RUNNING':>7}")
+        self.stdout.write(
+            f"{'QUEUE':<{width}}  {'STATE':<7}  {'LIMIT':>5}  {'DUE':>8}  "
+            f"{'LATER':>8}  {'RUNNING':>7}"
+        )
         for r in rows:
             limit = "-" if r.concurrency_limit is None else str(r.concurrency_limit)
-            self.stdout.write(f"{r.name:<{width}}  {'paused' if r.paused else 'open':<7}  "
-                              f"{limit:>5}  {r.due:>8}  {r.scheduled:>8}  {r.running:>7}")
+            self.stdout.write(
+                f"{r.name:<{width}}  {'paused' if r.paused else 'open':<7}  "
+                f"{limit:>5}  {r.due:>8}  {r.scheduled:>8}  {r.running:>7}"
+            )
 
 
 def _describe(info: queues.QueueInfo) -> str:
     state = "paused" if info.paused else "open"
-    limit = ("no concurrency limit" if info.concurrency_limit is None
-             else f"at most {info.concurrency_limit} running")
+    limit = (
+        "no concurrency limit"
+        if info.concurrency_limit is None
+        else f"at most {info.concurrency_limit} running"
+    )
     return f"{state}, {limit}"

@@ -16,8 +16,10 @@ from ..base import PgjobsCommand
 
 
 class Command(PgjobsCommand):
-    help = ("Show per-queue depth, oldest due age, running and failed jobs, and p50/p95 "
-            "duration per job type over 24 h.")
+    help = (
+        "Show per-queue depth, oldest due age, running and failed jobs, and p50/p95 "
+        "duration per job type over 24 h."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
@@ -34,25 +36,68 @@ class Command(PgjobsCommand):
         if opts["json"]:
             self.stdout.write(json.dumps(data, indent=2, default=str))
             return
-        self.stdout.write(_table(
-            "Queues", ["queue", "due", "scheduled", "running", "stale", "oldest due (s)",
-                       "completed/min", "completed 24h", "failed 24h"],
-            [[q["queue"], q["due"], q["scheduled"], q["running"], q["stale"],
-              "-" if q["oldest_due_age_s"] is None else f"{q['oldest_due_age_s']:.1f}",
-              q["throughput_per_min"], q["completed_24h"], q["failed_24h"]]
-             for q in data["queues"]]))
-        self.stdout.write(_table(
-            "Job types, last 24 h", ["type", "runs", "p50 (ms)", "p95 (ms)", "failures"],
-            [[t["type"], t["runs"], _ms(t["p50_ms"]), _ms(t["p95_ms"]), t["failures"]]
-             for t in data["types_24h"]]))
-        self.stdout.write(_table(
-            "Workers", ["worker", "queues", "threads", "jobs done", "heartbeat age (s)"],
-            [[w["worker_id"], ",".join(w["queues"]), w["concurrency"], w["jobs_done"],
-              w["heartbeat_age_s"]] for w in data["workers"]]))
+        self.stdout.write(
+            _table(
+                "Queues",
+                [
+                    "queue",
+                    "due",
+                    "scheduled",
+                    "running",
+                    "stale",
+                    "oldest due (s)",
+                    "completed/min",
+                    "completed 24h",
+                    "failed 24h",
+                ],
+                [
+                    [
+                        q["queue"],
+                        q["due"],
+                        q["scheduled"],
+                        q["running"],
+                        q["stale"],
+                        "-" if q["oldest_due_age_s"] is None else f"{q['oldest_due_age_s']:.1f}",
+                        q["throughput_per_min"],
+                        q["completed_24h"],
+                        q["failed_24h"],
+                    ]
+                    for q in data["queues"]
+                ],
+            )
+        )
+        self.stdout.write(
+            _table(
+                "Job types, last 24 h",
+                ["type", "runs", "p50 (ms)", "p95 (ms)", "failures"],
+                [
+                    [t["type"], t["runs"], _ms(t["p50_ms"]), _ms(t["p95_ms"]), t["failures"]]
+                    for t in data["types_24h"]
+                ],
+            )
+        )
+        self.stdout.write(
+            _table(
+                "Workers",
+                ["worker", "queues", "threads", "jobs done", "heartbeat age (s)"],
+                [
+                    [
+                        w["worker_id"],
+                        ",".join(w["queues"]),
+                        w["concurrency"],
+                        w["jobs_done"],
+                        w["heartbeat_age_s"],
+                    ]
+                    for w in data["workers"]
+                ],
+            )
+        )
 
     def _unreachable(self, alias: str, exc: Exception, as_json: bool) -> NoReturn:
-        message = (f"cannot reach database {alias!r}: {exc.__class__.__name__}: "
-                   f"{' '.join(str(exc).split())[:500]}")
+        message = (
+            f"cannot reach database {alias!r}: {exc.__class__.__name__}: "
+            f"{' '.join(str(exc).split())[:500]}"
+        )
         if as_json:
             self.stdout.write(json.dumps({"error": message}))
         else:
@@ -71,8 +116,12 @@ def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = [title]
     for n, r in enumerate(cells):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n\n"

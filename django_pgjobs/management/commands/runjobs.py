@@ -39,8 +39,9 @@ def _queues(value: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-_seconds = bounded(float, low=0, high=conf.MAX_SECONDS, low_inclusive=False,
-                   what="a number of seconds > 0")
+_seconds = bounded(
+    float, low=0, high=conf.MAX_SECONDS, low_inclusive=False, what="a number of seconds > 0"
+)
 
 
 def _worker_id(value: str) -> str:
@@ -63,8 +64,11 @@ def unknown_queues(names: list[str], using: str) -> list[str]:
     """Those of ``names`` that nothing names: handlers, tasks, schedules, DEFAULT_QUEUE, queue
     controls, pending jobs (the last looked up only for names the others do not know)."""
     known = {conf.get("DEFAULT_QUEUE"), *queues.queue_names(using)}
-    known.update(spec.effective_queue() for spec in map(registry.get, registry.registered_types())
-                 if spec is not None)
+    known.update(
+        spec.effective_queue()
+        for spec in map(registry.get, registry.registered_types())
+        if spec is not None
+    )
     known.update(s.queue for s in scheduler.load()[0] if s.queue)
     for backend in getattr(settings, "TASKS", {}).values():
         if isinstance(backend, dict) and backend.get("BACKEND", "").startswith("django_pgjobs."):
@@ -81,23 +85,38 @@ class Command(PgjobsCommand):
         # --concurrency, --batch-size, --prefetch, --poll-interval, --shutdown-timeout, --lease,
         # --reap-interval: from conf.SETTINGS, each with its setting's rule.
         add_setting_flags(parser)
-        parser.add_argument("--burst", action="store_true",
-                            help="process every due job, then exit 0")
-        parser.add_argument("--give-up-after", type=_seconds, metavar="SECONDS",
-                            help="with --burst: exit with code 4 once the database stayed "
-                                 f"unreachable this long (default {WorkerOptions.give_up_after:g})")
+        parser.add_argument(
+            "--burst", action="store_true", help="process every due job, then exit 0"
+        )
+        parser.add_argument(
+            "--give-up-after",
+            type=_seconds,
+            metavar="SECONDS",
+            help="with --burst: exit with code 4 once the database stayed "
+            f"unreachable this long (default {WorkerOptions.give_up_after:g})",
+        )
         parser.add_argument("--max-jobs", type=positive_int, help="exit after this many jobs")
         parser.add_argument("--worker-id", type=_worker_id, help="name shown in logs and admin")
-        parser.add_argument("--no-listen", action="store_true",
-                            help="do not LISTEN for wakeups; poll only")
-        parser.add_argument("--health-port", type=_port,
-                            help="serve /livez, /readyz and /metrics on this port")
-        parser.add_argument("--health-host",  # default: WorkerOptions.health_host
-                            help="address of the health endpoints (default: all interfaces)")
-        parser.add_argument("--no-scheduler", action="store_true",
-                            help="do not fire cron schedules from this worker")
-        parser.add_argument("--no-prune", action="store_true",
-                            help="do not delete old finished jobs from this worker")
+        parser.add_argument(
+            "--no-listen", action="store_true", help="do not LISTEN for wakeups; poll only"
+        )
+        parser.add_argument(
+            "--health-port", type=_port, help="serve /livez, /readyz and /metrics on this port"
+        )
+        parser.add_argument(
+            "--health-host",  # default: WorkerOptions.health_host
+            help="address of the health endpoints (default: all interfaces)",
+        )
+        parser.add_argument(
+            "--no-scheduler",
+            action="store_true",
+            help="do not fire cron schedules from this worker",
+        )
+        parser.add_argument(
+            "--no-prune",
+            action="store_true",
+            help="do not delete old finished jobs from this worker",
+        )
         add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -108,11 +127,15 @@ class Command(PgjobsCommand):
         for warning in flag_warnings(opts):  # e.g. --lease under 3 s, worded as pgjobs.W001
             self.stderr.write(f"WARNING: {warning}", style_func=self.style.WARNING)
         options = WorkerOptions.from_settings(
-            **setting_flags(opts), queues=opts["queues"], burst=opts["burst"] or None,
+            **setting_flags(opts),
+            queues=opts["queues"],
+            burst=opts["burst"] or None,
             give_up_after=opts["give_up_after"],
-            max_jobs=opts["max_jobs"], worker_id=opts["worker_id"],
+            max_jobs=opts["max_jobs"],
+            worker_id=opts["worker_id"],
             listen=False if opts["no_listen"] else None,
-            health_port=opts["health_port"], health_host=opts["health_host"],
+            health_port=opts["health_port"],
+            health_host=opts["health_host"],
             scheduler=False if opts["no_scheduler"] else None,
             prune=False if opts["no_prune"] else None,
         )
@@ -154,4 +177,6 @@ class Command(PgjobsCommand):
             self.stderr.write(
                 f"WARNING: --queues {name}: no handler, task, schedule, queue control or "
                 f"pending job names the queue {name!r}; this worker only runs jobs enqueued "
-                "there explicitly (is it a typo?)", style_func=self.style.WARNING)
+                "there explicitly (is it a typo?)",
+                style_func=self.style.WARNING,
+            )

@@ -4,34 +4,46 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Effect',
+            name="Effect",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_id', models.BigIntegerField()),
-                ('value', models.CharField(max_length=255)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("job_id", models.BigIntegerField()),
+                ("value", models.CharField(max_length=255)),
             ],
         ),
         migrations.CreateModel(
-            name='Execution',
+            name="Execution",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_id', models.BigIntegerField()),
-                ('attempt', models.IntegerField()),
-                ('worker', models.CharField(max_length=255)),
-                ('pid', models.IntegerField()),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("job_id", models.BigIntegerField()),
+                ("attempt", models.IntegerField()),
+                ("worker", models.CharField(max_length=255)),
+                ("pid", models.IntegerField()),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(null=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('job_id', 'attempt'), name='execution_once_per_attempt')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("job_id", "attempt"), name="execution_once_per_attempt"
+                    )
+                ],
             },
         ),
     ]

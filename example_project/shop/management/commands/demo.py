@@ -15,8 +15,14 @@ from django_pgjobs.models import Job
 from shop.models import ImportedRow, Order
 from shop.tasks import order_summary
 
-DEMO_TYPES = ["send_receipt", "csv_import", "nightly_report", "archive_order", "refuse_coupon",
-              "task:shop.tasks.order_summary"]
+DEMO_TYPES = [
+    "send_receipt",
+    "csv_import",
+    "nightly_report",
+    "archive_order",
+    "refuse_coupon",
+    "task:shop.tasks.order_summary",
+]
 EXPECTED = {
     "send_receipt": (JobStatus.COMPLETED, 2),
     "csv_import": (JobStatus.COMPLETED_WITH_ERRORS, 1),
@@ -58,8 +64,10 @@ class Command(BaseCommand):
                 raise RuntimeError("payment declined")
         except RuntimeError:
             pass
-        say("   a second order rolled back: its job never existed "
-            f"({Job.objects.filter(type='send_receipt').count()} send_receipt job in the table)")
+        say(
+            "   a second order rolled back: its job never existed "
+            f"({Job.objects.filter(type='send_receipt').count()} send_receipt job in the table)"
+        )
 
         imp = enqueue("csv_import", {"lines": ["A-1,3", "B-2,oops", "C-3,7"]}, tenant_id="acme")
         report = enqueue("nightly_report", {"day": "2026-11-28"})
@@ -68,25 +76,43 @@ class Command(BaseCommand):
         bulk = enqueue_many("csv_import", [{"lines": [f"S-{i},{i}"]} for i in range(20)])
         with transaction.atomic():  # Django's @task API, same queue, same transaction rules
             summary = order_summary.enqueue(order.pk)
-        say(f"   + csv_import #{imp.id}, nightly_report #{report.id}, archive_order #{archive.id} "
-            f"(in 1 s), refuse_coupon #{coupon.id}, and {len(bulk)} csv_import jobs in one INSERT")
+        say(
+            f"   + csv_import #{imp.id}, nightly_report #{report.id}, archive_order #{archive.id} "
+            f"(in 1 s), refuse_coupon #{coupon.id}, and {len(bulk)} csv_import jobs in one INSERT"
+        )
         say(f"   + @task order_summary -> result {summary.id} ({summary.status})")
-        return {"send_receipt": receipt.id, "csv_import": imp.id, "nightly_report": report.id,
-                "archive_order": archive.id, "refuse_coupon": coupon.id, "bulk": bulk,
-                "task": summary.id}
+        return {
+            "send_receipt": receipt.id,
+            "csv_import": imp.id,
+            "nightly_report": report.id,
+            "archive_order": archive.id,
+            "refuse_coupon": coupon.id,
+            "bulk": bulk,
+            "task": summary.id,
+        }
 
     def _run_worker(self, ids, timeout):
         say = self.stdout.write
         say(self.style.MIGRATE_HEADING("2. Run `manage.py runjobs` until every job is done"))
         manage = Path(__file__).resolve().parents[3] / "manage.py"
         worker = subprocess.Popen(  # noqa: S603
-            [sys.executable, str(manage), "runjobs", "--concurrency", "4", "--poll-interval",
-             "0.5", "--shutdown-timeout", "10"],
+            [
+                sys.executable,
+                str(manage),
+                "runjobs",
+                "--concurrency",
+                "4",
+                "--poll-interval",
+                "0.5",
+                "--shutdown-timeout",
+                "10",
+            ],
         )
         deadline = time.monotonic() + timeout
         try:
-            while Job.objects.filter(type__in=DEMO_TYPES,
-                                     status__in=[JobStatus.PENDING, JobStatus.RUNNING]).exists():
+            while Job.objects.filter(
+                type__in=DEMO_TYPES, status__in=[JobStatus.PENDING, JobStatus.RUNNING]
+            ).exists():
                 if time.monotonic() > deadline:
                     raise CommandError(f"jobs still pending after {timeout}s")
                 if worker.poll() is not None:
@@ -105,8 +131,10 @@ class Command(BaseCommand):
         for job_type, (want_status, want_attempts) in EXPECTED.items():
             job = Job.objects.get(pk=ids[job_type])
             detail = job.result if job.status != JobStatus.FAILED else _last_line(job.error)
-            say(f"   {job.id:>5}  {job.type:<15} {job.status:<22} {job.attempts}/{job.max_attempts:<4}"
-                f" {job.duration_ms if job.duration_ms is not None else '-':>5}  {detail}")
+            say(
+                f"   {job.id:>5}  {job.type:<15} {job.status:<22} {job.attempts}/{job.max_attempts:<4}"
+                f" {job.duration_ms if job.duration_ms is not None else '-':>5}  {detail}"
+            )
             if (job.status, job.attempts) != (want_status, want_attempts):
                 ok = False
                 say(self.style.ERROR(f"      expected {want_status} after {want_attempts} tries"))
@@ -116,11 +144,15 @@ class Command(BaseCommand):
         say(f"   @task order_summary: {result.status}, return value {result.return_value!r}")
         ok = ok and result.status == "SUCCESSFUL"
         order = Order.objects.get()
-        say(f"   order: receipt_sent={order.receipt_sent}, archived={order.archived}; "
-            f"{ImportedRow.objects.count()} rows imported")
+        say(
+            f"   order: receipt_sent={order.receipt_sent}, archived={order.archived}; "
+            f"{ImportedRow.objects.count()} rows imported"
+        )
         ok = ok and bulk_done == len(ids["bulk"]) and order.receipt_sent and order.archived
-        say("   dead-letter queue: Job.objects.filter(status='FAILED') -> "
-            f"{list(Job.objects.filter(type__in=DEMO_TYPES, status='FAILED').values_list('id', flat=True))}")
+        say(
+            "   dead-letter queue: Job.objects.filter(status='FAILED') -> "
+            f"{list(Job.objects.filter(type__in=DEMO_TYPES, status='FAILED').values_list('id', flat=True))}"
+        )
         if not ok:
             raise CommandError("the demo did not end as expected")
         say(self.style.SUCCESS("Demo finished: every job ended as expected."))

@@ -10,8 +10,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Place",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False,
-                                           verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 ("name", models.CharField(max_length=100)),
                 ("location", django.contrib.gis.db.models.fields.PointField(srid=4326)),
                 ("area", django.contrib.gis.db.models.fields.PolygonField(null=True, srid=4326)),
