@@ -307,7 +307,8 @@ def render_md(result: dict) -> str:
         f"{result['elapsed_s'] / 60:.1f} min",
         f"- command: `{result['command']}`",
         "",
-        "| metric | better | A median (min–max) | B median (min–max) | B/A | per-round B/A | rounds B worse | verdict |",
+        "| metric | better | A median (min–max) | B median (min–max) | B/A | per-round B/A "
+        "| rounds B worse | verdict |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

@@ -226,7 +226,8 @@ def wait_quiet(max_s: float, threshold: float = 0.15) -> float:
     busy = cpu_busy()
     while busy > threshold and time.monotonic() < deadline:
         log(
-            f"machine is {busy:.0%} busy with other work; waiting (up to {deadline - time.monotonic():.0f}s more)"
+            f"machine is {busy:.0%} busy with other work; waiting "
+            f"(up to {deadline - time.monotonic():.0f}s more)"
         )
         time.sleep(4)
         busy = cpu_busy()
@@ -769,7 +770,8 @@ def run_system(ctx: Ctx, system: System, result: dict) -> None:
             samples = fn()
             m[metric] = {"samples": samples}
             log(
-                f"  {system.key:14s} {metric:22s} {summarize(metric, samples)}  ({time.monotonic() - t0:.1f}s)"
+                f"  {system.key:14s} {metric:22s} {summarize(metric, samples)}  "
+                f"({time.monotonic() - t0:.1f}s)"
             )
         except Exception as exc:  # noqa: BLE001 - one broken metric must not end the run
             result["errors"].append(f"{metric}: {exc}")

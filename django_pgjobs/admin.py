@@ -23,7 +23,7 @@ from django.contrib import admin, messages
 try:
     from django.contrib.admin.options import ActionLocation  # Django >= 6.1
 except ImportError:
-    ActionLocation = None
+    ActionLocation = None  # type: ignore[misc,assignment]
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -68,6 +68,7 @@ from .sql import queues, rollups
 from .status import TERMINAL_STATUSES, JobStatus
 from .tables import JOB_TABLE
 
+_CHANGE_LIST = getattr(ActionLocation, "CHANGE_LIST", None)  # get_actions' default location
 RUNNING_PAGE_REFRESH = 5  # seconds: a running job's page reloads itself
 ACTION_LIMIT = 10_000  # jobs one action may touch (select-across on a huge table is refused)
 EXACT_COUNT_UP_TO = 10_000  # the changelist counts exactly up to this, then estimates
@@ -79,8 +80,8 @@ class EstimatedCountPaginator(Paginator):
     """Counts exactly up to EXACT_COUNT_UP_TO rows, then trusts the planner's estimate."""
 
     @cached_property
-    def count(self) -> int:  # type: ignore[override]
-        qs = self.object_list
+    def count(self) -> int:
+        qs: Any = self.object_list  # a QuerySet here
         exact = qs.order_by()[: EXACT_COUNT_UP_TO + 1].count()
         if exact <= EXACT_COUNT_UP_TO:
             return exact
@@ -185,8 +186,8 @@ class _ValueFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         values = self.choices_list()
-        if self.value() and self.value() not in values:
-            values = [self.value(), *values]
+        if (chosen := self.value()) and chosen not in values:
+            values = [chosen, *values]
         return [(v, v) for v in values]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
@@ -342,14 +343,14 @@ class JobAdmin(admin.ModelAdmin):
         def get_actions(
             self,
             request: HttpRequest,
-            action_location: Any = getattr(ActionLocation, "CHANGE_LIST", None),
+            action_location: Any = _CHANGE_LIST,
         ) -> dict[str, Any]:
             actions = super().get_actions(request, action_location=action_location)
             actions.pop("delete_selected", None)  # any state: replaced by delete_finished
             return actions
     else:
 
-        def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        def get_actions(self, request: HttpRequest) -> dict[str, Any]:  # type: ignore[misc]
             actions = super().get_actions(request)
             actions.pop("delete_selected", None)
             return actions
@@ -501,7 +502,7 @@ class JobAdmin(admin.ModelAdmin):
             (
                 "elapsed" if running else "duration",
                 span((now - obj.started_at).total_seconds())
-                if running
+                if running and obj.started_at
                 else human_ms(obj.duration_ms),
             ),
             ("progress", admin_detail.progress_cell(obj, now)),

@@ -48,11 +48,12 @@ def record(
         return
     flag, message, outcome = ACTIONS[action]
     names = names if names is not None else reprs(done)
-    user = request.user
+    user_id = request.user.pk
+    assert user_id is not None  # the admin's actions have a signed-in user
     ctype = ContentType.objects.get_for_model(Job, for_concrete_model=False)
     entries = [
         LogEntry(
-            user_id=user.pk,
+            user_id=user_id,
             content_type_id=ctype.pk,
             object_id=str(i),
             object_repr=names.get(i, f"job #{i}")[:200],
@@ -63,7 +64,7 @@ def record(
     ]
     entries += [
         LogEntry(
-            user_id=user.pk,
+            user_id=user_id,
             content_type_id=ctype.pk,
             object_id=str(new),
             object_repr=f"{names.get(src, 'job')} copy #{new}"[:200],
@@ -75,5 +76,9 @@ def record(
     LogEntry.objects.bulk_create(entries)
     if outcome:
         queries.note_operator_action(
-            done, outcome, f"admin:{user.get_username()}", copies or {}, using=conf.get("DATABASE")
+            done,
+            outcome,
+            f"admin:{request.user.get_username()}",
+            copies or {},
+            using=conf.get("DATABASE"),
         )

@@ -34,7 +34,7 @@ OUTCOMES = {
     "PENDING": "failed; retry scheduled",
     "FAILED": "failed",
 }
-FINAL = {
+FINAL: dict[str, str] = {
     JobStatus.COMPLETED: "completed",
     JobStatus.COMPLETED_WITH_ERRORS: "completed with item errors",
     JobStatus.FAILED: "failed",
@@ -166,7 +166,8 @@ def timeline(job: Job, now: datetime | None = None) -> SafeString:
 def attempts_table(job: Job) -> SafeString | str:
     """One row per attempt; a manual retry's row between the runs it separates; a finished
     job's successful attempt (not in its history) last."""
-    rows, starts = [], set()
+    rows: list[SafeString] = []
+    starts: set[object] = set()  # the start times already shown
     for e in _entries(job):
         if e.get("outcome") == "manual_retry" and rows:
             rows.append(

@@ -15,7 +15,7 @@ _RESERVED = {"QUEUES"}
 
 def _table_checks(series: str) -> list[checks.CheckMessage]:
     """The errors and warnings of conf.SETTINGS' rules whose check id starts with `series`."""
-    s, found = conf.get_settings(), []
+    s, found = conf.get_settings(), list[checks.CheckMessage]()
     for entry in conf.SETTINGS:
         if not entry.check.startswith(series) or isinstance(entry.rule, conf.Special):
             continue

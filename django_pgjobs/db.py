@@ -9,14 +9,18 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from django.db import DatabaseError, ProgrammingError, connections
-from django.db.backends.postgresql.base import ServerBindingCursor
 from django.utils.asyncio import async_unsafe
 from psycopg.postgres import types as pg_types
 from psycopg.pq import Format
+
+if TYPE_CHECKING:  # what Django's class is; its stubs say otherwise
+    from psycopg import Cursor as ServerBindingCursor
+else:
+    from django.db.backends.postgresql.base import ServerBindingCursor
 
 from . import conf
 from .exceptions import NotMigrated
@@ -198,7 +202,7 @@ def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
         if loader is not pg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT):
             for cur in cursors:
                 cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
-        conn._pgjobs_prepared = cursors  # type: ignore[attr-defined]  # kept per connection
+        conn._pgjobs_prepared = cursors  # kept per connection
     return cursors[slot]
 
 
@@ -212,7 +216,8 @@ def prepared_cursor(using: str | None, slot: int = 0) -> Any:
     if not prepares(conn):
         return conn.cursor()
     cur = _preparing_cursor(conn, slot)
-    return conn.make_debug_cursor(cur) if conn.queries_logged else conn.make_cursor(cur)
+    wrap = conn.make_debug_cursor if conn.queries_logged else conn.make_cursor
+    return wrap(cur)  # type: ignore[arg-type]  # any DB-API cursor, whatever the stubs say
 
 
 @async_unsafe

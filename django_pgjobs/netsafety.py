@@ -140,7 +140,7 @@ def close_dead(conns: Any) -> None:
         try:
             readable = select.select([pg.fileno()], [], [], 0)[0]
         except (OSError, ValueError):
-            readable = True
+            readable = [True]  # unknown: treat as closed
         if readable:
             conn.close()
 

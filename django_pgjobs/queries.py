@@ -310,7 +310,7 @@ class ClaimedRow:
     config_error: str | None = None  # the stored config cannot be decoded: fail, never run
 
 
-def _rows(cur) -> list[ClaimedRow]:
+def _rows(cur: Any) -> list[ClaimedRow]:
     claimed = []
     for r in cur.fetchall():
         config, config_error = decode_config(r[4])
@@ -774,7 +774,7 @@ def reap(
                 "delays": [d.delay or 0.0 for d in decisions],
             },
         )
-        return [tuple(r) for r in cur.fetchall()]  # type: ignore[misc]
+        return [tuple(r) for r in cur.fetchall()]
 
 
 # --- operator actions (admin, management commands) ---------------------------------------------
@@ -950,4 +950,4 @@ def prune_finished(*, status: str, cutoff: datetime, limit: int, using: str | No
         raise ValueError(f"only finished jobs are pruned, not {status!r}")
     with db.cursor(using) as cur:
         cur.execute(_PRUNE_FINISHED, {"status": status, "cutoff": cutoff, "limit": limit})
-        return cur.rowcount
+        return int(cur.rowcount)

@@ -32,21 +32,21 @@ try:  # Django >= 6.0
     MODULE = "django.tasks"
 except ImportError:
     try:  # Django 5.2 with the backport
-        from django_tasks import (  # type: ignore[assignment]
+        from django_tasks import (  # type: ignore[assignment,no-redef,unused-ignore]
             TaskContext,
             TaskResult,
             TaskResultStatus,
             default_task_backend,
             task_backends,
         )
-        from django_tasks import task as framework_task  # type: ignore[no-redef]
-        from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment]
-        from django_tasks.base import Task, TaskError  # type: ignore[assignment]
-        from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend  # type: ignore[assignment]
-        from django_tasks.exceptions import InvalidTaskError as InvalidTask  # type: ignore[assignment]
-        from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch  # type: ignore[assignment]
-        from django_tasks.signals import task_enqueued, task_finished, task_started
-        from django_tasks.utils import normalize_json
+        from django_tasks import task as framework_task  # type: ignore[assignment,no-redef,unused-ignore]
+        from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment,no-redef,unused-ignore]
+        from django_tasks.base import Task, TaskError  # type: ignore[assignment,no-redef,unused-ignore]
+        from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend  # type: ignore[assignment,no-redef,unused-ignore]
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask  # type: ignore[assignment,no-redef,unused-ignore]
+        from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch  # type: ignore[assignment,no-redef,unused-ignore]
+        from django_tasks.signals import task_enqueued, task_finished, task_started  # type: ignore[assignment,no-redef,unused-ignore]
+        from django_tasks.utils import normalize_json  # type: ignore[assignment,no-redef,unused-ignore]
 
         MODULE = "django_tasks"
     except ImportError:

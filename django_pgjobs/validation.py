@@ -124,7 +124,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 # JSONEncoder.encode() builds a new C encoder at every call. This one is built once, with the
 # same settings but no markers for circular references (they make an encoder single-use): a
 # cycle ends in RecursionError instead of ValueError; encode_config reports both the same way.
-_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+_C_ENCODE = json.encoder.c_make_encoder and json.encoder.c_make_encoder(  # type: ignore[attr-defined]
     None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
 )
 
@@ -207,7 +207,7 @@ def encode_configs(
 
 # The C scanner json.loads() ends in, without its Python layers (whitespace checks, error
 # wrapping): a claimed config is decoded on the worker's hot path.
-_SCAN_JSON = json.JSONDecoder().scan_once
+_SCAN_JSON = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by __init__
 
 
 def decode_config(text: str) -> tuple[dict[str, Any], str | None]:

@@ -60,7 +60,7 @@ def rule_type(rule: conf.Number | conf.Int) -> Callable[[str], Any]:
 
     def check(value: str) -> Any:
         try:
-            n = rule.parse(value)
+            n = rule.parse(value)  # type: ignore[misc,call-arg]  # a field holding a function
         except ValueError:
             n = None
         if n is None or not rule.accepts(n):
@@ -80,6 +80,7 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per conf.SETTINGS entry with a Flag; its dest is the WorkerOptions field."""
     for s in conf.SETTINGS:
         if s.flag:
+            assert isinstance(s.rule, conf.Number | conf.Int)  # flags are numbers (conf.py)
             parser.add_argument(
                 s.flag.name, type=rule_type(s.rule), dest=s.option, help=s.flag.help
             )
@@ -95,7 +96,8 @@ def flag_warnings(opts: dict[str, Any]) -> list[str]:
     --lease 0.5 under 3 s: …'. A warning, not a refusal, as for the setting."""
     found = []
     for s in conf.SETTINGS:
-        value = opts.get(s.option) if s.flag and s.warn else None
-        if value is not None and (message := s.warn.message(f"{s.flag.name} {value:g}", value)):
+        if not (s.flag and s.warn) or (value := opts.get(s.option)) is None:
+            continue
+        if message := s.warn.message(f"{s.flag.name} {value:g}", value):
             found.append(f"({s.warn.check}) {message}")
     return found

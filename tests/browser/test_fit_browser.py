@@ -195,8 +195,14 @@ def pages(ids: dict[str, int]) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_every_page_fits_at_three_sizes(
-    admin_static, browser, live_server, transactional_db, monkeypatch, schedules, scheme
-):  # noqa: F811
+    admin_static,
+    browser,
+    live_server,
+    transactional_db,
+    monkeypatch,
+    schedules,  # noqa: F811 - the fixture
+    scheme,
+):
     from django.contrib.auth.models import User
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
