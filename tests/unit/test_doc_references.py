@@ -84,7 +84,9 @@ def resolves(dotted: str) -> bool:
     for cut in range(len(parts), -1, -1):
         try:
             obj = importlib.import_module(".".join(["django_pgjobs", *parts[:cut]]))
-        except ImportError:
+        except ImportError as exc:
+            if not (exc.name or "").startswith("django_pgjobs"):  # an extra not installed here
+                return any(defined_in_source(parts[:k], parts[k:]) for k in range(1, cut + 1))
             continue
         for attr in parts[cut:]:
             if not hasattr(obj, attr):
@@ -92,6 +94,18 @@ def resolves(dotted: str) -> bool:
             obj = getattr(obj, attr)
         return True
     return False
+
+
+def defined_in_source(module: list[str], attrs: list[str]) -> bool:
+    """The module's file exists and defines the first of ``attrs`` at its top level (a module
+    whose optional dependency, e.g. prometheus-client, is not installed in this environment)."""
+    path = PACKAGE.joinpath(*module).with_suffix(".py")
+    if not path.is_file():
+        return False
+    if not attrs:
+        return True
+    name = re.escape(attrs[0])
+    return bool(re.search(rf"^(?:def|class) {name}\b|^{name}\s*[:=]", path.read_text(), re.M))
 
 
 def has_test(name: str, prefix: bool, paths: list[str]) -> bool:
@@ -183,6 +197,8 @@ def test_the_checker_finds_broken_references():
     assert problem("queries.no_such_function()") == "does not resolve"
     assert problem("no_such_module.py") == "no such file"
     assert problem("myapp/jobs.py") is None  # the reader's
+    assert defined_in_source(["contrib", "prometheus"], ["install"])
+    assert not defined_in_source(["contrib", "prometheus"], ["no_such_function"])
     assert problem("test_crashes.py::test_no_such_test") is not None
     assert problem("queries.claim") is None and problem("worker.leases") is None
     assert problem("django_pgjobs.conf.SETTINGS") is None
