@@ -142,22 +142,7 @@ class Producer:
                 assert spec is not None  # the claim only takes registered types  # noqa: S101
                 handler = handlers[row.type] = (spec, spec.effective_timeout())
             spec, timeout = handler
-            job = JobContext(
-                id=row.id,
-                type=row.type,
-                queue=row.queue,
-                priority=row.priority,
-                config=row.config,
-                attempts=row.attempts,
-                max_attempts=row.max_attempts,
-                trace_id=row.trace_id,
-                tenant_id=row.tenant_id,
-                created_at=row.created_at,
-                worker_id=self.worker_id,
-                lease_token=row.lease_token,
-                cancel_requested=row.cancel_requested,
-                lease_until=self._claim_sent + self.options.lease_seconds,
-            )
+            job = job_context(row, self.worker_id, self._claim_sent + self.options.lease_seconds)
             items.append(InFlight(job, spec, deadline=(now + timeout) if timeout else None))
         return items
 
@@ -214,3 +199,24 @@ class Producer:
             raise
         self.slots.remove([i.job.id for i in released])
         return len(released)
+
+
+def job_context(row: ClaimedRow, worker_id: str, lease_until: float) -> JobContext:
+    """What a handler sees of a claimed row; by the worker's clock its lease holds until
+    ``lease_until`` (monotonic)."""
+    return JobContext(
+        id=row.id,
+        type=row.type,
+        queue=row.queue,
+        priority=row.priority,
+        config=row.config,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        trace_id=row.trace_id,
+        tenant_id=row.tenant_id,
+        created_at=row.created_at,
+        worker_id=worker_id,
+        lease_token=row.lease_token,
+        cancel_requested=row.cancel_requested,
+        lease_until=lease_until,
+    )

@@ -7,13 +7,13 @@ import time
 import pytest
 
 from django_pgjobs import JobStatus, enqueue, queries, registry, rollup, signals
-from django_pgjobs.context import JobContext
 from django_pgjobs.models import Job
 from django_pgjobs.models import Worker as WorkerRow
 from django_pgjobs.queries import Completion
 from django_pgjobs.worker.completer import Completer
 from django_pgjobs.worker.leases import LeaseKeeper
 from django_pgjobs.worker.options import WorkerOptions
+from django_pgjobs.worker.producer import job_context
 from django_pgjobs.worker.slots import QUEUED, RELEASED, InFlight, Slots
 from tests.conftest import sql
 from tests.testapp.leases import steal_lease
@@ -37,22 +37,7 @@ def claim(
     spec = registry.get("test.noop")
     items = []
     for row in rows:
-        job = JobContext(
-            id=row.id,
-            type=row.type,
-            queue=row.queue,
-            priority=row.priority,
-            config=row.config,
-            attempts=row.attempts,
-            max_attempts=row.max_attempts,
-            trace_id=row.trace_id,
-            tenant_id=row.tenant_id,
-            created_at=row.created_at,
-            worker_id="parts",
-            lease_token=row.lease_token,
-            cancel_requested=row.cancel_requested,
-            lease_until=sent + lease_for,
-        )
+        job = job_context(row, "parts", sent + lease_for)
         items.append(InFlight(job, spec, deadline=deadline))
     slots.add(items)
     assert len(items) == n
