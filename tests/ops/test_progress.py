@@ -4,15 +4,15 @@ write without the lease, clear errors for bad values, and the Tasks result's ``p
 import json
 import math
 import time
-import uuid
 from datetime import timedelta
 
 import pytest
 from django.utils.dateparse import parse_datetime
 
-from django_pgjobs import InvalidProgress, JobContext, JobStatus, enqueue
+from django_pgjobs import InvalidProgress, JobStatus, enqueue
 from django_pgjobs.progress import MAX_NOTE_CHARS
 from tests.conftest import run_worker, sql, sql_one
+from tests.testapp.contexts import job_context
 
 WORKER = ("--burst", "--concurrency", "2", "-v", "1")
 
@@ -81,20 +81,7 @@ def test_a_new_attempt_starts_without_the_previous_progress(progress_log):
 
 
 def _context():
-    return JobContext(
-        id=1,
-        type="t",
-        queue="q",
-        priority=0,
-        config={},
-        attempts=1,
-        max_attempts=1,
-        trace_id=None,
-        tenant_id=None,
-        created_at=None,
-        worker_id="w",
-        lease_token=uuid.uuid4(),
-    )
+    return job_context(queue="q", max_attempts=1, created_at=None)
 
 
 @pytest.mark.parametrize(

@@ -1,30 +1,14 @@
 """JobContext's worker side: the one interface through which the worker changes a running job."""
 
 import time
-from datetime import datetime, timezone
-from uuid import uuid4
 
 import pytest
 
-from django_pgjobs.context import JobContext
+from tests.testapp.contexts import job_context
 
 
 def job(**kwargs):
-    return JobContext(
-        id=1,
-        type="t",
-        queue="default",
-        priority=0,
-        config={},
-        attempts=1,
-        max_attempts=3,
-        trace_id=None,
-        tenant_id=None,
-        created_at=datetime.now(timezone.utc),
-        worker_id="w",
-        lease_token=uuid4(),
-        **kwargs,
-    )
+    return job_context(**kwargs)
 
 
 def test_a_renewed_lease_holds_until_then_and_a_lost_one_stays_lost():

@@ -3,11 +3,9 @@
 import logging
 import math
 import threading
-from datetime import datetime, timezone
 
 from django.db import OperationalError
 
-from django_pgjobs.context import JobContext
 from django_pgjobs.registry import HandlerSpec
 from django_pgjobs.worker import services
 from django_pgjobs.worker.slots import (
@@ -19,23 +17,11 @@ from django_pgjobs.worker.slots import (
     InFlight,
     Slots,
 )
+from tests.testapp.contexts import job_context
 
 
 def item(job_id: int, timeout: float | None = None) -> InFlight:
-    job = JobContext(
-        id=job_id,
-        type="t",
-        queue="default",
-        priority=0,
-        config={},
-        attempts=1,
-        max_attempts=3,
-        trace_id=None,
-        tenant_id=None,
-        created_at=datetime.now(timezone.utc),
-        worker_id="w",
-        lease_token="00000000-0000-0000-0000-000000000000",
-    )
+    job = job_context(id=job_id)
     spec = HandlerSpec(type="t", func=lambda job: None, timeout=timeout)
     return InFlight(job, spec, deadline=0.0 if timeout else None)
 
