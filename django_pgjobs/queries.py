@@ -1033,6 +1033,87 @@ def note_operator_action(
         )
 
 
+# --- aging (aging.py) ---------------------------------------------------------------------------
+
+# A job's aged priority: its base plus one step per `every` seconds it has been due, capped.
+_AGED = (
+    "LEAST(r.cap, COALESCE({j}.base_priority, {j}.priority)"
+    " + floor(extract(epoch FROM c.now - {j}.run_after) / r.every)::int)"
+)
+
+# The claim index read level by level: a loose index scan finds the priorities that have
+# PENDING jobs, then each level is one range scan (priority = level, run_after <= now - the
+# shortest step), oldest first. Rows are locked SKIP LOCKED (a claim in progress is left
+# alone) and the lift is computed again from the locked row; base_priority keeps the original.
+_AGE = f"""
+WITH RECURSIVE clock AS (
+    SELECT COALESCE(%(now)s::timestamptz, now()) AS now
+), rules AS (
+    SELECT * FROM unnest(%(queues)s::text[], %(every)s::float8[], %(cap)s::int[])
+        AS r(queue, every, cap)
+), levels AS (
+    (SELECT priority FROM {T} WHERE status = {PENDING_SQL} ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM {T} j
+            WHERE j.status = {PENDING_SQL} AND j.priority < l.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM levels l WHERE l.priority IS NOT NULL
+), candidates AS MATERIALIZED (
+    SELECT x.id FROM levels l CROSS JOIN clock c CROSS JOIN LATERAL (
+        SELECT j.id FROM {T} j
+        WHERE j.status = {PENDING_SQL} AND j.priority = l.priority
+          AND j.run_after <= c.now - %(shortest)s * interval '1 second'
+          AND j.queue = ANY(%(queues)s::text[])
+          AND EXISTS (SELECT 1 FROM rules r
+                      WHERE r.queue = j.queue AND {_AGED.format(j="j")} > j.priority)
+        ORDER BY j.run_after
+        LIMIT %(limit)s
+    ) x
+    WHERE l.priority IS NOT NULL
+    LIMIT %(limit)s
+), picked AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE id IN (SELECT id FROM candidates) AND status = {PENDING_SQL}
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {T} j
+SET base_priority = COALESCE(j.base_priority, j.priority),
+    priority = {_AGED.format(j="j")},
+    updated_at = now()
+FROM picked p, rules r, clock c
+WHERE j.id = p.id AND r.queue = j.queue AND j.status = {PENDING_SQL}
+  AND {_AGED.format(j="j")} > j.priority
+RETURNING j.id
+"""
+
+
+def age(
+    rules: Sequence[tuple[str, float, int]],
+    *,
+    limit: int = 1000,
+    now: datetime | None = None,
+    using: str | None = None,
+) -> int:
+    """Lift due PENDING jobs of the rules' queues ((queue, every seconds, max priority) each)
+    one priority step per ``every`` seconds they waited; at most ``limit`` per priority level.
+    Returns how many were lifted. Idempotent: any number of workers may run it."""
+    if not rules:
+        return 0
+    with db.cursor(using) as cur:
+        cur.execute(
+            _AGE,
+            {
+                "now": now,
+                "queues": [r[0] for r in rules],
+                "every": [r[1] for r in rules],
+                "cap": [r[2] for r in rules],
+                "shortest": min(r[1] for r in rules),
+                "limit": limit,
+            },
+        )
+        return int(cur.rowcount)
+
+
 # --- retention (retention.py) ------------------------------------------------------------------
 
 # Short statements that lock only the rows they delete (SKIP LOCKED: an admin viewing or
