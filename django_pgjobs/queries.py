@@ -1044,7 +1044,9 @@ _AGED = (
 # The claim index read level by level: a loose index scan finds the priorities that have
 # PENDING jobs, then each level is one range scan (priority = level, run_after <= now - the
 # shortest step), oldest first. Rows are locked SKIP LOCKED (a claim in progress is left
-# alone) and the lift is computed again from the locked row; base_priority keeps the original.
+# alone; a locked row stays PENDING) and the lift is computed again from the locked row;
+# base_priority keeps the original. `id = ANY(ARRAY(...))`, as the claim: a probe of the
+# primary key per row (a join on picked was planned as a scan of every pending job).
 _AGE = f"""
 WITH RECURSIVE clock AS (
     SELECT COALESCE(%(now)s::timestamptz, now()) AS now
@@ -1080,8 +1082,8 @@ UPDATE {T} j
 SET base_priority = COALESCE(j.base_priority, j.priority),
     priority = {_AGED.format(j="j")},
     updated_at = now()
-FROM picked p, rules r, clock c
-WHERE j.id = p.id AND r.queue = j.queue AND j.status = {PENDING_SQL}
+FROM rules r, clock c
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND r.queue = j.queue
   AND {_AGED.format(j="j")} > j.priority
 RETURNING j.id
 """

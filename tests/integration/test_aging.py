@@ -4,6 +4,7 @@ kept in base_priority; other queues, future and running jobs are left alone."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -80,3 +81,37 @@ def test_a_worker_runs_the_service_only_for_its_aged_queues(settings):
     assert "aging" in names(None) and "aging" in names(["reports"])
     assert "aging" not in names(["default"])
     assert Aging("default", None).interval == 30.0
+
+
+@pytest.mark.django_db(transaction=True)  # committed rows, as ANALYZE sees them in production
+def test_the_pass_reads_the_claim_index_by_ranges():
+    """Guard: each priority level is a range scan of pgjobs_job_claim_idx (priority = level,
+    run_after <= now - every); finished jobs and the whole table are never scanned."""
+    from django_pgjobs import queries
+
+    sql(
+        "INSERT INTO pgjobs_job (type, status, finished_at) SELECT 'test.noop', 'COMPLETED', now() "
+        "FROM generate_series(1, 20000)"
+    )
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, priority) SELECT 'test.noop', "
+        "CASE WHEN i % 10 = 0 THEN 'reports' ELSE 'default' END, i % 5 FROM generate_series(1, 20000) i"
+    )
+    sql("ANALYZE pgjobs_job")
+    params = {
+        "now": None,
+        "queues": ["reports"],
+        "every": [60.0],
+        "cap": [3],
+        "shortest": 60.0,
+        "limit": 1000,
+    }
+    plan = "\n".join(r[0] for r in sql("EXPLAIN " + queries._AGE, params))
+    assert "Seq Scan on pgjobs_job " not in plan, plan
+    ranges = re.findall(
+        r"pgjobs_job_claim_idx.*\n\s+Index Cond: \(\(priority = [^\n]*run_after", plan
+    )
+    assert ranges, (
+        "the aging pass no longer reads each level as a range of the claim index: see the "
+        "comment above _AGE in queries.py\n" + plan
+    )

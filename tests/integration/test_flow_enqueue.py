@@ -14,7 +14,7 @@ from django_pgjobs.models import Job, UniqueWindow
 from django_pgjobs.retention import prune_once
 from tests.conftest import sql, sql_one
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def finish(job_id: int, status: str = "COMPLETED", ago: str = "0 seconds") -> None:
@@ -185,3 +185,32 @@ def test_enqueue_many_refuses_the_one_at_a_time_options(name):
             enqueue_many("test.echo", [{}, {}], **{name: 30})
         assert connection.needs_rollback is False
     assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("way_back", ["retry", "release", "reap"])
+def test_the_real_ways_back_to_pending_never_collide_with_the_open_job(way_back):
+    from django_pgjobs import queries
+    from django_pgjobs.worker.maintenance import reaped_fate
+
+    first = debounced(1)
+    sql("UPDATE pgjobs_job SET run_after = now() WHERE id = %s", [first.id])
+    [claimed] = queries.claim(
+        worker_id="w", types=["test.echo"], queues=None, limit=1, lease_seconds=30
+    )
+    second = debounced(2)  # opens a new job: the first is RUNNING
+    if way_back == "retry":
+        written = queries.finalize(
+            [queries.Completion(claimed.id, claimed.lease_token, 1, "PENDING", delay=0.0)]
+        )
+    elif way_back == "release":
+        written = queries.release([(claimed.id, claimed.lease_token)], reason="shutdown")
+    else:
+        sql(
+            "UPDATE pgjobs_job SET lease_expires_at = now() - interval '1 s' WHERE id = %s",
+            [first.id],
+        )
+        written = {r[0] for r in queries.reap(reaped_fate)}
+    assert written == {first.id}
+    assert Job.objects.get(pk=first.id).status == "PENDING"
+    third = debounced(3)
+    assert third.id == second.id  # still the open job
