@@ -202,9 +202,10 @@ def _holder(new: queries.NewJob, *, windowed: bool, alias: str) -> Job | None:
     from .models import Job
 
     key = new.unique_key or ""
-    job_id = queries.find_active_by_unique_key(key, using=alias)
-    if job_id is None and windowed:
-        job_id = sql_unique.open_window_job(key, using=alias)
+    if windowed:
+        job_id = sql_unique.holder(key, using=alias)
+    else:
+        job_id = queries.find_active_by_unique_key(key, using=alias)
     if job_id is None:
         return None
     job = Job.objects.using(alias).filter(pk=job_id).first()

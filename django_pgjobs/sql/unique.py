@@ -4,15 +4,21 @@ retention of passed windows. Taking a key is part of the job's INSERT (queries.i
 from __future__ import annotations
 
 from .. import db
-from ..tables import UNIQUE_TABLE
+from ..status import ACTIVE_SQL
+from ..tables import JOB_TABLE, UNIQUE_TABLE
+
+# An active job of the key first (it holds the key even past its window), else the job that
+# opened the key's window while it is open: one round trip for a refused enqueue.
+_HOLDER = f"""SELECT COALESCE(
+    (SELECT id FROM {JOB_TABLE} WHERE unique_key = %s AND status IN {ACTIVE_SQL}),
+    (SELECT job_id FROM {UNIQUE_TABLE} WHERE key = %s AND until > now()))"""
 
 
-def open_window_job(key: str, using: str | None = None) -> int | None:
-    """The id of the job that opened ``key``'s window, while the window is open."""
+def holder(key: str, using: str | None = None) -> int | None:
+    """The id of the job that holds ``key``: an active one, else the window's; None: free."""
     with db.cursor(using) as cur:
-        cur.execute(f"SELECT job_id FROM {UNIQUE_TABLE} WHERE key = %s AND until > now()", [key])
-        row = cur.fetchone()
-    return None if row is None else row[0]
+        cur.execute(_HOLDER, [key, key])
+        return cur.fetchone()[0]
 
 
 # A passed window is the same as no window (the job table says whether the key is active), so
