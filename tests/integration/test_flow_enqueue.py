@@ -214,3 +214,15 @@ def test_the_real_ways_back_to_pending_never_collide_with_the_open_job(way_back)
     assert Job.objects.get(pk=first.id).status == "PENDING"
     third = debounced(3)
     assert third.id == second.id  # still the open job
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "server_binding"])
+def test_both_statements_work_under_server_side_binding():
+    """Django's server-side binding sends one statement per query, parameters bound."""
+    first = enqueue("test.echo", unique_key="sb", unique_for=60, using="server_binding")
+    assert enqueue("test.echo", unique_key="sb", unique_for=60, using="server_binding").id == (
+        first.id
+    )
+    one = enqueue("test.echo", {"n": 1}, debounce=30, debounce_key="sb", using="server_binding")
+    two = enqueue("test.echo", {"n": 2}, debounce=30, debounce_key="sb", using="server_binding")
+    assert two.deduplicated and two.id == one.id
