@@ -9,7 +9,8 @@ A ``@task`` call is a job of type ``task:<module>.<function>`` whose config is
 ``{"args": [...], "kwargs": {...}, "backend": alias}``, written in the caller's transaction and run
 by ``manage.py runjobs`` with the same leases, retries and signals as a ``@handler``. The result id
 is the job id (as a string). Extra ``@task`` options: ``max_attempts``, ``backoff``,
-``backoff_base``, ``backoff_max``, ``timeout`` and ``unique_key`` (see :class:`PgJobsTask`).
+``backoff_base``, ``backoff_max``, ``timeout``, ``unique_key``, ``unique_for``, ``debounce``,
+``debounce_key`` and ``debounce_max_wait`` (see :class:`PgJobsTask`).
 
 Constructing the backend never touches the database: Django builds one per thread, and at import
 time of every ``@task`` module.
@@ -41,7 +42,7 @@ from .tasks_api import (
     normalize_json,
     task_enqueued,
 )
-from .validation import check_queue
+from .validation import check_flow, check_queue
 
 UniqueKey = str | Callable[..., str]
 _MAX_TYPE_LENGTH = 255
@@ -58,6 +59,12 @@ class PgJobsTask(Task):
     - ``unique_key``: a string, or a callable receiving the task's arguments and returning one.
       While a job of this task with that key is pending or running, ``enqueue()`` returns its
       result instead of adding another. ``.using(unique_key=...)`` sets it per call.
+    - ``unique_for`` (a timedelta or seconds): the key also stays taken that long after the
+      enqueue, once the job finished or was pruned (docs/flow-control.md).
+    - ``debounce`` with ``debounce_key`` (a string, or a callable of the task's arguments) and
+      optionally ``debounce_max_wait``: calls of the same key within ``debounce`` merge into one
+      run with the last call's arguments.
+    Each can be given to ``@task(...)`` or per call with ``.using(...)``.
     """
 
     max_attempts: int | None = None
@@ -66,6 +73,10 @@ class PgJobsTask(Task):
     backoff_max: float | None = None
     timeout: float | None = None
     unique_key: UniqueKey | None = None
+    unique_for: timedelta | float | None = None
+    debounce: timedelta | float | None = None
+    debounce_key: UniqueKey | None = None
+    debounce_max_wait: timedelta | float | None = None
 
     def __post_init__(self) -> None:
         Task.__post_init__(self)  # validates (zero-argument super() fails in slotted dataclasses)
@@ -81,6 +92,10 @@ class PgJobsTask(Task):
         backend: str | None = None,
         max_attempts: int | None = None,
         unique_key: UniqueKey | None = None,
+        unique_for: timedelta | float | None = None,
+        debounce: timedelta | float | None = None,
+        debounce_key: UniqueKey | None = None,
+        debounce_max_wait: timedelta | float | None = None,
     ) -> PgJobsTask:
         if isinstance(run_after, timedelta):  # documented by Django: relative to now
             run_after = timezone.now() + run_after
@@ -90,7 +105,14 @@ class PgJobsTask(Task):
                 self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
             ),
         )
-        extra: dict[str, Any] = {"max_attempts": max_attempts, "unique_key": unique_key}
+        extra: dict[str, Any] = {
+            "max_attempts": max_attempts,
+            "unique_key": unique_key,
+            "unique_for": unique_for,
+            "debounce": debounce,
+            "debounce_key": debounce_key,
+            "debounce_max_wait": debounce_max_wait,
+        }
         changes = {k: v for k, v in extra.items() if v is not None}
         return replace(task, **changes) if changes else task
 
@@ -134,8 +156,17 @@ class PgJobsBackend(BaseTaskBackend):
             priority=task.priority,
             run_after=task.run_after,
             max_attempts=getattr(task, "max_attempts", None),
-            unique_key=_unique_key(task, name, json_args, json_kwargs),
+            unique_key=_key(task, "unique_key", name, json_args, json_kwargs),
+            unique_for=getattr(task, "unique_for", None),
+            debounce=getattr(task, "debounce", None),
+            debounce_key=_key(task, "debounce_key", None, json_args, json_kwargs),
+            debounce_max_wait=getattr(task, "debounce_max_wait", None),
         )
+        if getattr(job, "holder_pruned", False):
+            raise TaskResultDoesNotExist(
+                f"{job.id}: this task's unique_key is held by a job since pruned (its window "
+                "is still open); enqueue() returned no new result"
+            )
         if getattr(job, "deduplicated", False):
             result = tasks_registry.result_for_job(job)
             if result is not None:
@@ -239,20 +270,41 @@ def _validate_options(task: Task) -> None:
     backoff = getattr(task, "backoff", None)
     if backoff is not None and not callable(backoff):
         raise InvalidTask(f"backoff must be a callable attempt -> seconds, got {backoff!r}")
-    key = getattr(task, "unique_key", None)
-    if key is not None and not callable(key) and not (isinstance(key, str) and key):
-        raise InvalidTask(f"unique_key must be a non-empty string or a callable, got {key!r}")
+    for option in ("unique_key", "debounce_key"):
+        key = getattr(task, option, None)
+        if key is not None and not callable(key) and not (isinstance(key, str) and key):
+            raise InvalidTask(f"{option} must be a non-empty string or a callable, got {key!r}")
+    _validate_flow(task)
 
 
-def _unique_key(task: Task, name: str, args: list[Any], kwargs: dict[str, Any]) -> str | None:
-    """The dedup key, namespaced by task: two tasks never share a key."""
-    key = getattr(task, "unique_key", None)
+def _validate_flow(task: Task) -> None:
+    """unique_for / debounce: enqueue()'s rules (validation.check_flow), as InvalidTask."""
+    try:
+        check_flow(
+            unique_key=getattr(task, "unique_key", None),
+            unique_for=getattr(task, "unique_for", None),
+            debounce=getattr(task, "debounce", None),
+            debounce_key=getattr(task, "debounce_key", None),
+            debounce_max_wait=getattr(task, "debounce_max_wait", None),
+            run_after=task.run_after,
+        )
+    except InvalidJobOption as exc:
+        raise InvalidTask(str(exc)) from None
+
+
+def _key(
+    task: Task, option: str, name: str | None, args: list[Any], kwargs: dict[str, Any]
+) -> str | None:
+    """A unique or debounce key: a string, or the callable's answer for these arguments.
+    A unique key is namespaced by task (``name``): two tasks never share one; a debounce key
+    already is, by its job type."""
+    key = getattr(task, option, None)
     if key is None:
         return None
     if callable(key):
         key = key(*args, **kwargs)
     if not isinstance(key, str) or not key:
         raise InvalidTask(
-            f"unique_key of {task.module_path} must give a non-empty string, got {key!r}"
+            f"{option} of {task.module_path} must give a non-empty string, got {key!r}"
         )
-    return f"{name}|{key}"
+    return f"{name}|{key}" if name else key

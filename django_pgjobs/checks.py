@@ -207,6 +207,17 @@ def check_schedules_and_retention(
     return errors
 
 
+_AGING_HINT = "PGJOBS['AGING'] = {'reports': {'every': 60, 'max': 10}} (seconds, a priority)"
+
+
+@checks.register()
+def check_aging(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """PGJOBS['AGING'] (E050-E053)."""
+    from . import aging
+
+    return [checks.Error(message, hint=_AGING_HINT, id=cid) for cid, message in aging.problems()]
+
+
 @checks.register()
 def check_tasks_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """PgJobsBackend configured in TASKS where no Tasks framework is installed (Django 5.2

@@ -452,6 +452,15 @@ SETTINGS: list[Setting] = [
         "(`None`: keep forever)",
     ),
     Setting(
+        "AGING",
+        {},
+        Special("a dict: queue -> {'every': seconds, 'max': priority}", "check_aging"),
+        "pgjobs.E050",
+        "opt-in per queue: a due job that waits is lifted one priority step per `every` seconds, "
+        "up to `max` (default 100); a number is `every`. Checks E050-E053; see "
+        "docs/flow-control.md",
+    ),
+    Setting(
         "PRUNE_INTERVAL",
         300.0,
         SECONDS,

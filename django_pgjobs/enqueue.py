@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,12 @@ from django.utils import timezone
 
 from . import conf, db, queries, registry, signals
 from .exceptions import InvalidJobOption, UnknownJobType
+from .sql import unique as sql_unique
 from .status import JobStatus
 from .tracing import current_trace_id
 from .validation import (
+    Flow,
+    check_flow,
     check_max_attempts,
     check_priority,
     check_queue,
@@ -118,6 +122,10 @@ def enqueue(
     operated_by: Any = None,
     max_attempts: int | None = None,
     unique_key: str | None = None,
+    unique_for: timedelta | float | None = None,
+    debounce: timedelta | float | None = None,
+    debounce_key: str | None = None,
+    debounce_max_wait: timedelta | float | None = None,
     using: str | None = None,
 ) -> Job:
     """Add a job in the current transaction: rolled back with it, visible to workers on commit.
@@ -126,8 +134,21 @@ def enqueue(
     :class:`~django_pgjobs.exceptions.EnqueueError` and leaves the caller's transaction usable.
 
     With ``unique_key``, while a job with that key is PENDING or RUNNING the existing job is
-    returned instead (``job.deduplicated`` is True).
+    returned instead (``job.deduplicated`` is True); with ``unique_for`` too, the key stays
+    taken for that long after the enqueue, even once the job finished or was pruned.
+    With ``debounce`` and ``debounce_key``, the job waits ``debounce``; an enqueue of the same
+    type and key meanwhile replaces its config and restarts the wait, at most until
+    ``debounce_max_wait`` after the first (``job.deduplicated`` is True for a merged enqueue).
+    See docs/flow-control.md.
     """
+    flow = check_flow(
+        unique_key=unique_key,
+        unique_for=unique_for,
+        debounce=debounce,
+        debounce_key=debounce_key,
+        debounce_max_wait=debounce_max_wait,
+        run_after=run_after,
+    )
     new = _prepare(
         type,
         queue=queue,
@@ -139,28 +160,82 @@ def enqueue(
         max_attempts=max_attempts,
         unique_key=unique_key,
     )
+    new.debounce_key = _optional_text("debounce_key", debounce_key)
     new.config_json = _encode(config)
     alias = using or conf.get("DATABASE")
-    for _ in range(5):
-        try:
-            row = queries.insert_job(new, using=alias)
-        except ProgrammingError as exc:  # a try costs nothing on the hot path; a with would
-            db.raise_if_not_migrated(exc, alias)
-            raise
-        if row is not None:
-            job = _job_instance(new, config, row, alias)
-            if signals.job_enqueued.receivers:  # send() would find none and return
-                signals.job_enqueued.send(sender=job.type, job=job)
-            return job
-        existing = queries.find_active_by_unique_key(new.unique_key or "", using=alias)
-        if existing is not None:
-            from .models import Job
+    try:
+        if flow.debounce is not None:
+            return _debounced(new, config, flow, alias)
+        return _inserted(new, config, flow, alias)
+    except ProgrammingError as exc:  # a try costs nothing on the hot path; a with would
+        db.raise_if_not_migrated(exc, alias)
+        raise
 
-            job = Job.objects.using(alias).get(pk=existing)
-            job.deduplicated = True  # type: ignore[attr-defined]
-            return job
-        # The holder finished between our INSERT and SELECT: try the insert again.
-    raise RuntimeError(f"could not enqueue {type!r} with unique_key {unique_key!r}: contention")
+
+def _inserted(new: queries.NewJob, config: Any, flow: Flow, alias: str) -> Job:
+    """Insert the job; with a unique key, the job holding it when the key is taken."""
+    for _ in range(5):
+        if flow.unique_for is not None:
+            row = queries.insert_windowed(new, flow.unique_for, using=alias)
+        else:
+            row = queries.insert_job(new, using=alias)
+        if row is not None:
+            return _announced(_job_instance(new, config, row, alias))
+        holder = _holder(new, windowed=flow.unique_for is not None, alias=alias)
+        if holder is not None:
+            return holder
+        # The holder finished (its window passed) between our INSERT and SELECT: try again.
+    raise RuntimeError(
+        f"could not enqueue {new.type!r} with unique_key {new.unique_key!r}: contention"
+    )
+
+
+def _announced(job: Job) -> Job:
+    if signals.job_enqueued.receivers:  # send() would find none and return
+        signals.job_enqueued.send(sender=job.type, job=job)
+    return job
+
+
+def _holder(new: queries.NewJob, *, windowed: bool, alias: str) -> Job | None:
+    """The job that holds ``new.unique_key``: an active one, else (``windowed``) the one that
+    opened the key's open window, even once pruned (then a Job not in the database)."""
+    from .models import Job
+
+    key = new.unique_key or ""
+    if windowed:
+        job_id = sql_unique.holder(key, using=alias)
+    else:
+        job_id = queries.find_active_by_unique_key(key, using=alias)
+    if job_id is None:
+        return None
+    job = Job.objects.using(alias).filter(pk=job_id).first()
+    if job is None:  # pruned: what the window still knows
+        job = Job(id=job_id, type=new.type, queue=new.queue, unique_key=key)
+        job._state.adding, job._state.db = False, alias
+        job.__dict__["status"] = None
+        job.holder_pruned = True  # type: ignore[attr-defined]
+    job.deduplicated = True  # type: ignore[attr-defined]
+    return job
+
+
+def _debounced(new: queries.NewJob, config: Any, flow: Flow, alias: str) -> Job:
+    """Insert the debounced job, or merge it into its key's open job."""
+    assert flow.debounce is not None  # noqa: S101 - the caller's test
+    row = queries.insert_debounced(new, flow.debounce, flow.debounce_max_wait, using=alias)
+    job_id, run_after, created_at, inserted, *options = row
+    if not inserted:  # the open job keeps its own options; it now runs this config
+        new = replace(
+            new,
+            queue=options[0],
+            priority=options[1],
+            trace_id=options[2],
+            tenant_id=options[3],
+            operated_by=options[4],
+            max_attempts=options[5],
+        )
+    job = _job_instance(new, config, (job_id, run_after, created_at), alias)
+    job.deduplicated = not inserted  # type: ignore[attr-defined]
+    return _announced(job) if inserted else job
 
 
 def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> Job:
@@ -185,6 +260,7 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
         "operated_by": new.operated_by,
         "max_attempts": new.max_attempts,
         "unique_key": new.unique_key,
+        "debounce_key": new.debounce_key,
         "attempts": 0,
         "run_after": row[1],
         "created_at": row[2],
@@ -232,6 +308,19 @@ def _descriptor_fields() -> tuple[str, ...]:
     )
 
 
+_ONE_AT_A_TIME = ("unique_key", "unique_for", "debounce", "debounce_key", "debounce_max_wait")
+
+
+def _refuse_many(options: dict[str, Any]) -> None:
+    for name in options:
+        if name in _ONE_AT_A_TIME:
+            raise InvalidJobOption(
+                f"enqueue_many() takes no {name}: each job of a batch would hold or merge on "
+                "the same key; call enqueue() once per job instead"
+            )
+        raise TypeError(f"enqueue_many() got an unexpected keyword argument {name!r}")
+
+
 def enqueue_many(
     type: str,  # noqa: A002
     configs: Iterable[Mapping[str, Any] | None],
@@ -244,12 +333,15 @@ def enqueue_many(
     operated_by: Any = None,
     max_attempts: int | None = None,
     using: str | None = None,
+    **refused: Any,
 ) -> list[int]:
     """Insert one job per config, all sharing the other options; returns their ids in order.
 
     One INSERT per 5,000 jobs, all in the caller's transaction; every config is validated first,
-    so a bad one refuses the whole batch and writes nothing.
+    so a bad one refuses the whole batch and writes nothing. Unique keys, unique windows and
+    debounce are for enqueue() only.
     """
+    _refuse_many(refused)
     new = _prepare(
         type,
         queue=queue,

@@ -20,6 +20,7 @@ from .tables import (
     SCHEDULE_FIRE_TABLE,
     SCHEDULE_TABLE,
     STAT_MINUTE_TABLE,
+    UNIQUE_TABLE,
     WORKER_TABLE,
 )
 from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_DB_PATTERN
@@ -101,6 +102,10 @@ class Job(models.Model):
     history = models.JSONField(default=list, db_default=[], blank=True)
     # What the handler last reported with job.progress(): {"done", "total", "note", "at"}.
     progress = models.JSONField(null=True, blank=True)
+    # enqueue(debounce=...): enqueues of this key merge into its one unclaimed PENDING job.
+    debounce_key = models.CharField(max_length=255, null=True, blank=True)
+    # The priority given at enqueue, kept once aging (PGJOBS["AGING"]) has lifted `priority`.
+    base_priority = models.SmallIntegerField(null=True, blank=True)
 
     objects = QueueManager()
 
@@ -139,6 +144,16 @@ class Job(models.Model):
                 fields=["unique_key"],
                 condition=Q(unique_key__isnull=False, status__in=ACTIVE_STATUSES),
                 name="pgjobs_job_unique_key_active",
+            ),
+            # Debounce: one open job per (type, key), i.e. PENDING and never claimed (an empty
+            # history: every way back to PENDING, retry, release, reap, appends an entry), so
+            # that a retried or released job never collides with the open one.
+            models.UniqueConstraint(
+                fields=["type", "debounce_key"],
+                condition=Q(debounce_key__isnull=False)
+                & Q(status=JobStatus.PENDING)
+                & Q(history=[]),
+                name="pgjobs_job_debounce_open",
             ),
         ]
         indexes = [
@@ -214,6 +229,25 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type}#{self.id} ({self.status})"
+
+
+class UniqueWindow(models.Model):
+    """enqueue(unique_key=..., unique_for=...): the key is taken until ``until``, whatever
+    becomes of the job (finished, pruned). Written by the job's own INSERT statement."""
+
+    key = models.CharField(max_length=255, primary_key=True)
+    job_id = models.BigIntegerField(help_text="The job that opened the window.")
+    until = models.DateTimeField()
+
+    objects = QueueManager()
+
+    class Meta:
+        db_table = UNIQUE_TABLE
+        ordering = ["key"]
+        indexes = [models.Index(fields=["until"], name="pgjobs_unique_until_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.key} until {self.until.isoformat()}"
 
 
 class Worker(models.Model):

@@ -47,7 +47,7 @@ from .status import (
     TERMINAL_SQL,
     TERMINAL_STATUSES,
 )
-from .tables import JOB_TABLE, QUEUE_TABLE
+from .tables import JOB_TABLE, QUEUE_TABLE, UNIQUE_TABLE
 from .validation import decode_config
 
 T = JOB_TABLE
@@ -100,6 +100,7 @@ class NewJob:
     unique_key: str | None
     run_at: datetime | None  # absolute time, or
     delay: float  # seconds from the database's now()
+    debounce_key: str | None = None
 
 
 def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, datetime] | None:
@@ -122,6 +123,111 @@ def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, da
     )
     row = db.fetchone_prepared(using, insert_one_sql(channel, bool(job.unique_key)), params)
     return None if row is None else row[:3]
+
+
+# --- enqueue with flow control (unique windows, debounce) -------------------------------------
+
+# A unique window: the key's row in pgjobs_unique is taken (or retaken once its window passed
+# and no job of the key is active) in the job's own INSERT statement, so the key and the job
+# commit or roll back together. A concurrent enqueue of the key waits on the key row (ON
+# CONFLICT) and then sees it taken: one job per window, whatever becomes of it (finished,
+# pruned). The job id is drawn first (nextval) so that the key row can name it.
+_INSERT_WINDOWED = f"""
+WITH win AS (
+    INSERT INTO {UNIQUE_TABLE} AS u (key, job_id, until)
+    SELECT %s, nextval(pg_get_serial_sequence('{T}', 'id')),
+           now() + %s::float8 * interval '1 second'
+    WHERE NOT EXISTS (SELECT 1 FROM {T} a WHERE a.unique_key = %s AND a.status IN {ACTIVE_SQL})
+    ON CONFLICT (key) DO UPDATE SET job_id = EXCLUDED.job_id, until = EXCLUDED.until
+    WHERE u.until <= now()
+    RETURNING job_id
+)
+INSERT INTO {T} (id, {_INSERT_COLUMNS}) OVERRIDING SYSTEM VALUE
+SELECT win.job_id, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
+       COALESCE(%s::timestamptz, now() + %s * interval '1 second')
+FROM win
+{_ON_CONFLICT_UNIQUE}
+RETURNING {_RETURN_COLUMNS}, {{ring}}
+"""
+
+# Debounce: while the key has an open job (PENDING, never claimed: the partial unique index
+# pgjobs_job_debounce_open), an enqueue replaces its config and pushes it back, never past
+# created_at + max wait (LEAST skips a NULL: no max wait). A claim that holds the open job
+# makes the enqueue wait for it, then insert a new open job: no enqueue is lost.
+_DEBOUNCE_COLUMNS = (
+    "type, queue, priority, config, trace_id, tenant_id, operated_by, max_attempts, "
+    "debounce_key, run_after"
+)
+_INSERT_DEBOUNCED = f"""
+INSERT INTO {T} AS j ({_DEBOUNCE_COLUMNS})
+VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
+        LEAST(now() + %s::float8 * interval '1 second', now() + %s::float8 * interval '1 second'))
+ON CONFLICT (type, debounce_key)
+    WHERE debounce_key IS NOT NULL AND status = {PENDING_SQL} AND history = '[]'::jsonb
+DO UPDATE SET config = EXCLUDED.config,
+              run_after = LEAST(now() + %s::float8 * interval '1 second',
+                                j.created_at + %s::float8 * interval '1 second'),
+              updated_at = now()
+RETURNING {_RETURN_COLUMNS}, j.xmax = 0, j.queue, j.priority, j.trace_id, j.tenant_id,
+          j.operated_by, j.max_attempts, {{ring}}
+"""
+
+
+@functools.cache
+def insert_windowed_sql(channel: str) -> str:
+    return _INSERT_WINDOWED.format(ring=doorbell.ring_sql(channel, "run_after <= now()", "queue"))
+
+
+@functools.cache
+def insert_debounced_sql(channel: str) -> str:
+    return _INSERT_DEBOUNCED.format(
+        ring=doorbell.ring_sql(channel, "j.run_after <= now()", "j.queue")
+    )
+
+
+def _job_params(job: NewJob) -> tuple[Any, ...]:
+    return (
+        job.type,
+        job.queue,
+        job.priority,
+        job.config_json,
+        job.trace_id,
+        job.tenant_id,
+        job.operated_by,
+        job.max_attempts,
+    )
+
+
+def insert_windowed(
+    job: NewJob, unique_for: float, using: str | None = None
+) -> tuple[int, datetime, datetime] | None:
+    """Insert one job holding ``job.unique_key`` for ``unique_for`` seconds from now (and while
+    it is active); returns (id, run_after, created_at), None when the key is taken."""
+    channel = conf.get("NOTIFY_CHANNEL")
+    key = job.unique_key
+    params = (key, unique_for, key, *_job_params(job), key, job.run_at, job.delay, channel)
+    row = db.fetchone_prepared(using, insert_windowed_sql(channel), params)
+    return None if row is None else row[:3]
+
+
+def insert_debounced(
+    job: NewJob, debounce: float, max_wait: float | None, using: str | None = None
+) -> tuple[Any, ...]:
+    """Insert a debounced job, or merge it into its key's open job. Returns (id, run_after,
+    created_at, inserted, queue, priority, trace_id, tenant_id, operated_by, max_attempts) of
+    the job that will run this config."""
+    channel = conf.get("NOTIFY_CHANNEL")
+    params = (
+        *_job_params(job),
+        job.debounce_key,
+        debounce,
+        max_wait,
+        debounce,
+        max_wait,
+        channel,
+    )
+    row = db.fetchone_prepared(using, insert_debounced_sql(channel), params)
+    return tuple(row[:10])
 
 
 def find_active_by_unique_key(unique_key: str, using: str | None = None) -> int | None:
@@ -925,6 +1031,89 @@ def note_operator_action(
             _NOTE_OPERATOR_ACTION,
             {"outcome": outcome, "by": by, "ids": list(ids), "copies": extra},
         )
+
+
+# --- aging (aging.py) ---------------------------------------------------------------------------
+
+# A job's aged priority: its base plus one step per `every` seconds it has been due, capped.
+_AGED = (
+    "LEAST(r.cap, COALESCE({j}.base_priority, {j}.priority)"
+    " + floor(extract(epoch FROM c.now - {j}.run_after) / r.every)::int)"
+)
+
+# The claim index read level by level: a loose index scan finds the priorities that have
+# PENDING jobs, then each level is one range scan (priority = level, run_after <= now - the
+# shortest step), oldest first. Rows are locked SKIP LOCKED (a claim in progress is left
+# alone; a locked row stays PENDING) and the lift is computed again from the locked row;
+# base_priority keeps the original. `id = ANY(ARRAY(...))`, as the claim: a probe of the
+# primary key per row (a join on picked was planned as a scan of every pending job).
+_AGE = f"""
+WITH RECURSIVE clock AS (
+    SELECT COALESCE(%(now)s::timestamptz, now()) AS now
+), rules AS (
+    SELECT * FROM unnest(%(queues)s::text[], %(every)s::float8[], %(cap)s::int[])
+        AS r(queue, every, cap)
+), levels AS (
+    (SELECT priority FROM {T} WHERE status = {PENDING_SQL} ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM {T} j
+            WHERE j.status = {PENDING_SQL} AND j.priority < l.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM levels l WHERE l.priority IS NOT NULL
+), candidates AS MATERIALIZED (
+    SELECT x.id FROM levels l CROSS JOIN clock c CROSS JOIN LATERAL (
+        SELECT j.id FROM {T} j
+        WHERE j.status = {PENDING_SQL} AND j.priority = l.priority
+          AND j.run_after <= c.now - %(shortest)s * interval '1 second'
+          AND j.queue = ANY(%(queues)s::text[])
+          AND EXISTS (SELECT 1 FROM rules r
+                      WHERE r.queue = j.queue AND {_AGED.format(j="j")} > j.priority)
+        ORDER BY j.run_after
+        LIMIT %(limit)s
+    ) x
+    WHERE l.priority IS NOT NULL
+    LIMIT %(limit)s
+), picked AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE id IN (SELECT id FROM candidates) AND status = {PENDING_SQL}
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {T} j
+SET base_priority = COALESCE(j.base_priority, j.priority),
+    priority = {_AGED.format(j="j")},
+    updated_at = now()
+FROM rules r, clock c
+WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND r.queue = j.queue
+  AND {_AGED.format(j="j")} > j.priority
+RETURNING j.id
+"""
+
+
+def age(
+    rules: Sequence[tuple[str, float, int]],
+    *,
+    limit: int = 1000,
+    now: datetime | None = None,
+    using: str | None = None,
+) -> int:
+    """Lift due PENDING jobs of the rules' queues ((queue, every seconds, max priority) each)
+    one priority step per ``every`` seconds they waited; at most ``limit`` per priority level.
+    Returns how many were lifted. Idempotent: any number of workers may run it."""
+    if not rules:
+        return 0
+    with db.cursor(using) as cur:
+        cur.execute(
+            _AGE,
+            {
+                "now": now,
+                "queues": [r[0] for r in rules],
+                "every": [r[1] for r in rules],
+                "cap": [r[2] for r in rules],
+                "shortest": min(r[1] for r in rules),
+                "limit": limit,
+            },
+        )
+        return int(cur.rowcount)
 
 
 # --- retention (retention.py) ------------------------------------------------------------------

@@ -12,8 +12,9 @@ rests after each batch as long as the batch took (``rest``), so that working off
 at most half of one database backend and leaves the claims their share.
 
 Also pruned: ``pgjobs_schedule_fire`` rows (kept at least a day past the widest catch-up window
-so that a tick can never fire twice) and ``pgjobs_worker`` rows silent for
-``sql.workers.FORGET_LEASES`` of their own lease.
+so that a tick can never fire twice), ``pgjobs_worker`` rows silent for
+``sql.workers.FORGET_LEASES`` of their own lease, and ``pgjobs_unique`` rows of windows that
+have passed (a job's window outlives the job: pruning the job never reopens it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from . import conf, db, queries
 from .sql import retention as sql
+from .sql import unique as sql_unique
 from .sql import workers as sql_workers
 from .status import TERMINAL_STATUSES
 
@@ -92,7 +94,8 @@ def prune_once(
     using: str | None = None,
     rest: Callable[[float], bool] | None = None,
 ) -> Counter[str]:
-    """One pruning pass. Returns deleted counts per status, plus ``schedule_fires``, ``workers``.
+    """One pruning pass. Returns deleted counts per status, plus ``schedule_fires``, ``workers``,
+    ``unique_windows``.
 
     ``max_batches=None`` runs until nothing is left (the management command). ``rest(seconds)``
     is called after each full batch with the time it took; it returns False to end the pass.
@@ -114,6 +117,9 @@ def prune_once(
     if statuses is None and older_than is None:
         counts["schedule_fires"] = _prune_fires(now, alias)
         counts["workers"] = _prune_workers(now, alias)
+        counts["unique_windows"] = sql_unique.prune_passed(
+            batch=BATCH, max_batches=MAX_BATCHES, using=alias
+        )
     return _report(counts)
 
 

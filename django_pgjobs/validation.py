@@ -8,6 +8,8 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from .exceptions import ConfigTooLarge, InvalidJobConfig, InvalidJobOption
@@ -45,6 +47,79 @@ def check_max_attempts(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidJobOption(f"max_attempts must be an int >= 1, got {value!r}")
     return value
+
+
+MAX_PERIOD_SECONDS = 10 * 365 * 86400  # a unique window or debounce longer than this is a mistake
+
+
+def check_period(name: str, value: Any) -> float:
+    """A timedelta or seconds, > 0 and finite: a unique window, a debounce, a max wait."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise InvalidJobOption(
+            f"{name} must be a timedelta or a number of seconds, got {type(value).__name__}"
+        )
+    if not 0 < seconds <= MAX_PERIOD_SECONDS:  # NaN fails too
+        raise InvalidJobOption(
+            f"{name} must be > 0 and at most {MAX_PERIOD_SECONDS} seconds (10 years), got {value!r}"
+        )
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """enqueue()'s flow-control options, checked: seconds, or None when not asked for."""
+
+    unique_for: float | None = None
+    debounce: float | None = None
+    debounce_max_wait: float | None = None
+
+
+NO_FLOW = Flow()
+
+
+def check_flow(
+    *,
+    unique_key: Any,
+    unique_for: Any,
+    debounce: Any,
+    debounce_key: Any,
+    debounce_max_wait: Any,
+    run_after: Any,
+) -> Flow:
+    """Which flow control enqueue() applies; InvalidJobOption for a combination that makes no
+    sense (each option's meaning is in docs/flow-control.md)."""
+    if unique_for is None and debounce is None and debounce_key is None:
+        if debounce_max_wait is not None:
+            raise InvalidJobOption("debounce_max_wait needs debounce= and debounce_key=")
+        return NO_FLOW
+    if unique_for is not None and not unique_key:
+        raise InvalidJobOption("unique_for needs a unique_key: the key the window holds")
+    if debounce is None and (debounce_key is not None or debounce_max_wait is not None):
+        raise InvalidJobOption("debounce_key and debounce_max_wait need debounce=")
+    if debounce is not None:
+        if debounce_key is None:
+            raise InvalidJobOption("debounce needs a debounce_key: the enqueues that merge")
+        for name, value in (("unique_key", unique_key), ("unique_for", unique_for)):
+            if value is not None:
+                raise InvalidJobOption(
+                    f"debounce cannot be combined with {name}: a debounced enqueue merges "
+                    "into its key's pending job, it is never refused"
+                )
+        if run_after is not None:
+            raise InvalidJobOption(
+                "debounce cannot be combined with run_after: the debounce sets when it runs"
+            )
+    return Flow(
+        unique_for=None if unique_for is None else check_period("unique_for", unique_for),
+        debounce=None if debounce is None else check_period("debounce", debounce),
+        debounce_max_wait=None
+        if debounce_max_wait is None
+        else check_period("debounce_max_wait", debounce_max_wait),
+    )
 
 
 def _where(path: list[str]) -> str:

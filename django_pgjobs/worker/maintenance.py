@@ -8,6 +8,7 @@ pruner          finished jobs past their retention, in small batches
 depth_sample    queue depth once a minute for the cluster (one worker per minute)
 rollup_prune    rollup rows past ROLLUP_RETENTION_DAYS (one worker at a time)
 unknown_types   due jobs of types this worker does not know: logged once per type
+aging           long-waiting due jobs of PGJOBS["AGING"]'s queues lifted a priority step
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import random
 from collections.abc import Callable
 from datetime import datetime
 
-from .. import conf, queries, registry, retention, retry, rollup, scheduler, signals
+from .. import aging, conf, queries, registry, retention, retry, rollup, scheduler, signals
 from ..sql import queues, rollups
 from .completer import send_robust
 from .options import WorkerOptions
@@ -196,6 +197,23 @@ class UnknownTypes(Service):
         return {"types": len(found)}
 
 
+class Aging(Service):
+    """Lifts due jobs that wait (aging.py); the rules are read at each pass."""
+
+    name = "aging"
+
+    def __init__(self, using: str, queues: list[str] | None) -> None:
+        super().__init__(using)
+        self.queues = queues
+        found = aging.rules(queues)
+        self.interval = aging.pass_interval(found) if found else aging.PASS_MAX
+
+    def run_once(self, now: datetime | None = None) -> dict[str, int]:
+        found = aging.rules(self.queues)
+        lifted = queries.age([(r.queue, r.every, r.max) for r in found], now=now, using=self.using)
+        return {"lifted": lifted}
+
+
 def services_for(
     options: WorkerOptions, recorder: rollup.Recorder, publish_limited: Callable[[list[str]], None]
 ) -> list[Service]:
@@ -214,4 +232,6 @@ def services_for(
         services.append(Scheduler(using, o.scheduler_interval))
     if o.prune:
         services.append(Pruner(using, o.prune_interval))
+    if aging.rules(o.queues):
+        services.append(Aging(using, o.queues))
     return [*services, DepthSample(using), RollupPrune(using), UnknownTypes(using)]

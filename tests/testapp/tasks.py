@@ -5,6 +5,7 @@ Execution for each attempt of a context task, Effect for business side effects.
 """
 
 import os
+from datetime import timedelta
 
 from django_pgjobs.tasks_api import task
 
@@ -101,3 +102,8 @@ def cancels_itself():
     from django_pgjobs import Cancelled
 
     raise Cancelled("no longer wanted")
+
+
+@task(debounce=timedelta(seconds=30), debounce_key=lambda doc_id, **_: f"doc:{doc_id}")
+def reindex(doc_id, version=0):
+    return {"doc": doc_id, "version": version}

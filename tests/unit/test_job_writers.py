@@ -16,6 +16,9 @@ HOME = "queries.py"
 ALLOWED = {
     "_INSERT_ONE": "enqueue one job (+ the doorbell)",
     "_INSERT_MANY": "enqueue many jobs sharing their options",
+    "_INSERT_WINDOWED": "enqueue one job holding a unique window (+ its pgjobs_unique row)",
+    "_INSERT_DEBOUNCED": "enqueue one debounced job, or merge it into its key's open job",
+    "_AGE": "aging: lift long-waiting due jobs one priority step per interval",
     "_CLAIMED": "claim: the rows locked by a claim become RUNNING under a fresh lease",
     "_FINALIZE": "finalize: record how runs we still hold ended",
     "_HEARTBEAT": "extend the leases we still hold",

@@ -56,6 +56,7 @@ def pgjobs_ids() -> list[str]:
 def test_defaults_are_derived_unchanged():
     assert {k: conf.DEFAULTS[k] for k in BEFORE_THE_TABLE} == BEFORE_THE_TABLE
     assert set(conf.DEFAULTS) - set(BEFORE_THE_TABLE) == {  # added since, each with its tests
+        "AGING",
         "CONNECT_TIMEOUT",
         "TCP_KEEPALIVES_IDLE",
         "TCP_KEEPALIVES_INTERVAL",
