@@ -15,7 +15,9 @@ except `enqueue()` (django_pgjobs.enqueue through Django). Series, each its own 
                   one whose predicate holds for a new job also an index entry)
   copy            LIKE pgjobs_job INCLUDING ALL (every CHECK and index), no doorbell
   pgjobs_job      enqueue()'s INSERT into the real table without the doorbell
-  pgjobs_sql      enqueue()'s INSERT as sent (the doorbell's expression; nobody sleeps)
+  +gate           pgjobs_job + the doorbell's first step only (G shared until commit)
+  +ring(*)        pgjobs_job + a doorbell of one sleepers' lock (G, then S(*): before 26 §5)
+  pgjobs_sql      enqueue()'s INSERT as sent (G, S(*), S(its queue); nobody sleeps)
   enqueue()       the public API: validation, encoding, the Job returned
 
 Series take turns in blocks of B calls (the order rotates every turn), so every series sees
@@ -42,7 +44,7 @@ import pgjobs_client  # noqa: E402
 import psycopg  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from django_pgjobs import conf, queries  # noqa: E402
+from django_pgjobs import conf, doorbell, queries  # noqa: E402
 
 TENANT = "00000000-0000-0000-0000-000000000001"
 SEED_SQL = """
@@ -162,6 +164,14 @@ def series(raw: psycopg.Connection) -> dict[str, Callable[[int], None]]:
             out[name] = raw_one(raw, PART_INSERT.format(table=table), job_params)
     out["pgjobs_job"] = raw_one(raw, PART_INSERT.format(table="pgjobs_job"), job_params)
     channel = conf.get("NOTIFY_CHANNEL")
+    k = doorbell.channel_key(channel)
+    gate = f"pg_try_advisory_xact_lock_shared({doorbell._GATE}, {k})"
+    one_lock = (  # the doorbell before per-queue sleepers
+        f"CASE WHEN NOT {gate} THEN true WHEN pg_try_advisory_lock({doorbell._SLEEPERS}, {k}) "
+        f"THEN NOT pg_advisory_unlock({doorbell._SLEEPERS}, {k}) ELSE true END"
+    )
+    for name, expr in (("+gate", gate), ("+ring(*)", one_lock)):
+        out[name] = raw_one(raw, PART_INSERT.format(table="pgjobs_job") + f", {expr}", job_params)
     out["pgjobs_sql"] = raw_one(
         raw, queries.insert_one_sql(channel, False), lambda i: (*job_params(i), channel)
     )
