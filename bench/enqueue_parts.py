@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -179,7 +180,13 @@ def series(raw: psycopg.Connection) -> dict[str, Callable[[int], None]]:
     return out
 
 
-def run(turns: int, block: int) -> dict:
+def backend_cpu(pid: int) -> float:
+    """Seconds of CPU the server process ``pid`` used so far (the server runs here)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(turns: int, block: int, only: set[str] | None = None) -> dict:
     params = connection.get_connection_params()
     for django_only in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(django_only, None)
@@ -187,19 +194,25 @@ def run(turns: int, block: int) -> dict:
     with connection.cursor() as c:
         c.execute("TRUNCATE pgjobs_job")
     todo = series(raw)
+    todo = {n: f for n, f in todo.items() if not only or n in only or n == BASELINE}
     names = list(todo)
     for one in todo.values():  # warm-up: connections, prepared statements
         for i in range(20):
             one(-1 - i)
+    pids = {n: raw.info.backend_pid for n in names}
+    pids["enqueue()"] = connection.connection.info.backend_pid
     blocks: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    server: dict[str, float] = dict.fromkeys(names, 0.0)  # backend CPU seconds
     seq = 0
     for turn in range(turns):
         order = names[turn % len(names) :] + names[: turn % len(names)]
         for name in order:
             one = todo[name]
+            s0 = backend_cpu(pids[name])
             p0, w0 = time.process_time(), time.perf_counter()
             for i in range(seq, seq + block):
                 one(i)
+            server[name] += backend_cpu(pids[name]) - s0
             blocks[name].append(
                 ((time.perf_counter() - w0) / block * 1e6, (time.process_time() - p0) / block * 1e6)
             )
@@ -213,7 +226,13 @@ def run(turns: int, block: int) -> dict:
     ).fetchall():
         raw.execute(f"DROP TABLE {t}")
     raw.close()
-    return {"turns": turns, "block": block, "blocks": blocks}
+    calls = turns * block
+    return {
+        "turns": turns,
+        "block": block,
+        "blocks": blocks,
+        "server_us": {n: v / calls * 1e6 for n, v in server.items()},
+    }
 
 
 def render(result: dict) -> str:
@@ -226,16 +245,18 @@ def render(result: dict) -> str:
         f"one job per transaction, one producer. Speed ratio: the median over turns of "
         f"`{BASELINE}`'s wall per call over the series' in the same turn (1.00× = as fast as "
         "the bare INSERT; the goal, issue 26: `enqueue()` ≥ 0.85×). Wall and client CPU: "
-        "medians, µs per call.",
+        "medians, µs per call; server CPU: the backend's over all turns, µs per call (/proc "
+        "ticks: ±10 ms over the run).",
         "",
-        "| series | speed vs bare INSERT | wall µs | client CPU µs |",
-        "|---|---|---|---|",
+        "| series | speed vs bare INSERT | wall µs | client CPU µs | server CPU µs |",
+        "|---|---|---|---|---|",
     ]
     for name, got in blocks.items():
         ratio = statistics.median(b[0] / s[0] for b, s in zip(base, got, strict=True))
         wall = statistics.median(s[0] for s in got)
         cpu = statistics.median(s[1] for s in got)
-        lines.append(f"| {name} | {ratio:.2f}× | {wall:.0f} | {cpu:.0f} |")
+        srv = result["server_us"][name]
+        lines.append(f"| {name} | {ratio:.2f}× | {wall:.0f} | {cpu:.0f} | {srv:.0f} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -244,13 +265,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=30)
     ap.add_argument("--block", type=int, default=100)
+    ap.add_argument("--only", help="comma-separated series (the baseline always runs)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "enqueue_parts.md"))
     args = ap.parse_args()
-    result = run(args.turns, args.block)
+    result = run(args.turns, args.block, set(args.only.split(",")) if args.only else None)
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     text = render(result)
     Path(args.out).write_text(text)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1))
+    Path(args.out).with_suffix(".json").write_text(json.dumps(result))
     print(text)
 
 
