@@ -158,9 +158,8 @@ def main(
     if cmd == "serve_producer":  # bench/producers.py: many producers at once
         import producer_loop
 
-        producer_loop.serve(
-            enqueue_one if args[0] == "enqueue_single" else singles[args[0]](), warm_up
-        )
+        make = (lambda: enqueue_one) if args[0] == "enqueue_single" else singles[args[0]]
+        producer_loop.serve(make, warm_up, int(args[1]) if len(args) > 1 else 1)
         return
     if cmd == "serve_single":
         if args[0] != "enqueue_single" and args[0] not in singles:

@@ -64,6 +64,7 @@ class Listener(threading.Thread):
         self.alias = alias
         self.channel = channel
         self.queues = set(queues) if queues is not None else None
+        self._arm_sql = doorbell.arm_sql(channel, queues)  # S of our queues (or of all)
         self.wake = wake
         self.application_name = application_name
         self.connected = threading.Event()
@@ -208,7 +209,9 @@ class Listener(threading.Thread):
         if self._gen_tried != gen:
             self._gen_tried, self._gate_delay = gen, GATE_RETRY
         if not self._armed:
-            self._armed = self._query(pg, doorbell.arm_sql(self.channel)) == b"t"
+            self._armed = self._query(pg, self._arm_sql) == b"t"
+            if not self._armed and self.queues:  # some of our queues' S may be held: none
+                self._query(pg, doorbell.DISARM_SQL)
         if not self._armed or self._query(pg, doorbell.gate_sql(self.channel)) != b"t":
             # S is being probed this very moment, or a producer's transaction holds G: retry
             delay, self._gate_delay = self._gate_delay, min(self._gate_delay * 2, GATE_RETRY_MAX)

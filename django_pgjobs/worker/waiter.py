@@ -126,7 +126,10 @@ class Waiter:
             return True  # still armed since the last claim, or polling: sleep
         # FRESH: claim once more. BUSY (a producer's transaction is open): claim too; the
         # listener wakes the loop once the gate passes, for the claim that must follow it.
-        return not self.claim_once()
+        if self.claim_once():
+            listener.disarm()  # jobs came: awake now, so the next enqueue need not ring
+            return False
+        return True
 
     def _gather_batch(self) -> None:
         """While other running jobs keep ending, give them a moment to end too, so that one

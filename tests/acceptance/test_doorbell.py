@@ -166,3 +166,63 @@ def test_enqueue_takes_the_gate_before_it_probes_the_sleepers():
     finally:
         gate.close()
         sleepers.close()
+
+
+def _asleep_on(worker, queue: str) -> bool:
+    """The worker's listener holds S of ``queue`` (a worker of named queues)."""
+    return bool(
+        sql_one(
+            "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l USING (pid) "
+            "WHERE a.application_name LIKE %s AND l.locktype = 'advisory' AND l.mode = 'ShareLock' "
+            "AND l.granted AND l.classid::int = %s AND l.objid::int = hashtext(%s)",
+            [f"pgjobs:%:{worker.pid}:%:listen", doorbell.queue_class("pgjobs"), queue],
+        )
+    )
+
+
+def test_a_sleeper_of_another_queue_is_not_rung_and_one_of_the_queue_wakes_at_once(start_worker):
+    """Per queue: enqueues on A ring nobody while only a worker of B sleeps; one of A is rung
+    and wakes at once; concurrent producers on both queues lose no wakeup of B's worker."""
+    b = start_worker(*NOTIFY_ONLY, "--queues", "b")
+    eventually(lambda: _asleep_on(b, "b"), timeout=30, message="worker of b asleep")
+    assert not _asleep(b)  # it does not hold S(*)
+    listener = _conn()
+    try:
+        listener.execute("LISTEN pgjobs")
+        on_a = [enqueue("test.echo", {}, queue="a").id for _ in range(5)]
+        assert list(listener.notifies(timeout=0.3)) == []  # nobody of a sleeps
+        job = enqueue("test.echo", {}, queue="b")
+        assert [n.payload for n in listener.notifies(timeout=2, stop_after=1)] == ["b"]
+    finally:
+        listener.close()
+    eventually(lambda: _status(job.id) == JobStatus.COMPLETED, timeout=PICKED_UP, interval=0.01)
+    a = start_worker(*NOTIFY_ONLY, "--queues", "a")
+    eventually(
+        lambda: all(_status(j) == JobStatus.COMPLETED for j in on_a), timeout=30, message="a runs"
+    )
+    eventually(lambda: _asleep_on(a, "a"), timeout=30, message="worker of a asleep")
+    woken = enqueue("test.echo", {}, queue="a")
+    eventually(lambda: _status(woken.id) == JobStatus.COMPLETED, timeout=PICKED_UP, interval=0.01)
+
+    def produce(queue: str, ids: list[int]) -> None:
+        try:
+            for i in range(15):
+                ids.append(enqueue("test.echo", {"i": i}, queue=queue).id)
+                time.sleep(0.002 * (i % 4))  # the workers fall asleep between some of them
+        finally:
+            connections.close_all()
+
+    ids: dict[str, list[int]] = {"a": [], "b": []}
+    threads = [threading.Thread(target=produce, args=(q, ids[q])) for q in ("a", "b", "a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    eventually(
+        lambda: all(_status(j) == JobStatus.COMPLETED for j in ids["a"] + ids["b"]),
+        timeout=PICKED_UP * 2,  # far below the 30 s poll: none waited for it
+        interval=0.02,
+        message="every job woken without the poll",
+    )
+    _stop(a)
+    _stop(b)

@@ -496,3 +496,24 @@ def test_a_database_error_in_enqueue_is_djangos_and_the_transaction_rolls_back()
     finally:
         sql("DROP TRIGGER pgjobs_test_refuse ON pgjobs_job")
         sql("DROP FUNCTION pgjobs_test_refuse()")
+
+
+def test_a_sleeper_of_named_queues_is_rung_for_them_only():
+    """S per queue (doorbell.py): a sleeper of b is rung by enqueues on b, not on a; one of
+    every queue (S(*)) by both."""
+    listener = _listen(sleeping=False)
+    try:
+        assert listener.execute(doorbell.arm_sql("pgjobs", ["b", "c"])).fetchone()[0]
+        enqueue("test.echo", {}, queue="a")
+        enqueue_many("test.echo", [{}] * 2, queue="a")
+        assert list(listener.notifies(timeout=0.3)) == []
+        enqueue("test.echo", {}, queue="c")
+        enqueue_many("test.echo", [{}] * 2, queue="b")
+        notes = [n.payload for n in listener.notifies(timeout=2.0, stop_after=2)]
+        assert notes == ["c", "b"]
+        listener.execute(doorbell.DISARM_SQL)
+        assert listener.execute(doorbell.arm_sql("pgjobs", None)).fetchone()[0]
+        enqueue("test.echo", {}, queue="a")
+        assert [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)] == ["a"]
+    finally:
+        listener.close()

@@ -112,3 +112,41 @@ def test_rebuilt_when_its_backend_stops_answering(listening):
         os.kill(old, signal.SIGCONT)
         sql("SELECT pg_terminate_backend(%s)", [old])
     assert _rung_within(lst, woken, 2.0) < 2.0
+
+
+def _held_by_listener() -> int:
+    return sql(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+        "WHERE a.application_name = %s AND l.locktype = 'advisory' AND l.granted",
+        [APP],
+    )[0][0]
+
+
+def test_a_worker_of_named_queues_arms_all_of_them_or_holds_none():
+    """S per queue: while a producer's probe holds S(b) the listener of a and b is not armed
+    and holds nothing (a half-armed listener would be rung for a by nobody's fault); once the
+    probe ends it arms both; disarmed, it holds none."""
+    from django.db import connection
+
+    from django_pgjobs import doorbell
+
+    woken = threading.Event()
+    lst = Listener(
+        alias="default", channel="pgjobs", queues=["a", "b"], wake=woken.set, application_name=APP
+    )
+    lst.start()
+    cls = doorbell.queue_class("pgjobs")
+    try:
+        eventually(lst.connected.is_set, timeout=15, message="listener connected")
+        with connection.cursor() as probe:  # a producer's probe of S(b), held
+            probe.execute("SELECT pg_advisory_lock(%s, hashtext('b'))", [cls])
+            assert lst.arm(0.2) is Armed.BUSY
+            eventually(lambda: _held_by_listener() == 0, timeout=2, message="holds none")
+            probe.execute("SELECT pg_advisory_unlock(%s, hashtext('b'))", [cls])
+        assert lst.arm(5.0) is Armed.FRESH
+        assert _held_by_listener() == 2  # S(a), S(b)
+        lst.disarm()
+        eventually(lambda: _held_by_listener() == 0, timeout=2, message="released")
+    finally:
+        lst.stop()
+        lst.join(10)

@@ -137,10 +137,11 @@ def test_enough_ended_needs_no_window():
 
 
 def test_armed_fresh_claims_once_and_does_not_sleep_when_that_claim_found_jobs():
+    """Awake with work: it releases the doorbell at once, so the next enqueue need not ring."""
     claims = []
     w = waiter(listener=Doorbell(Armed.FRESH), claim_once=lambda: claims.append(1) or 5)
     assert timed(w.wait) < LONG / 2
-    assert claims == [1] and w.listener.calls == ["arm"]
+    assert claims == [1] and w.listener.calls == ["arm", "disarm"]
 
 
 def test_armed_fresh_with_an_empty_claim_sleeps():
