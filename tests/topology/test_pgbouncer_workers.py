@@ -20,8 +20,8 @@ from django_pgjobs import db, enqueue, enqueue_many
 from django_pgjobs.models import Job, ScheduleFire
 from tests.acceptance.conftest import assert_backs_off, db_errors
 from tests.acceptance.invariants import Invariants
+from tests.concurrency.test_scheduler_processes import stop
 from tests.conftest import ROOT, eventually, sql, sql_one
-from tests.schedules.test_scheduler_processes import stop
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from pgbouncer import PgBouncer  # noqa: E402
