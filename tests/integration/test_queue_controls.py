@@ -74,15 +74,13 @@ def test_cluster_wide_limit_holds_across_worker_processes(start_worker):
     assert sql_one("SELECT count(*) FROM pgjobs_job WHERE status <> 'PENDING'") == 0
     Queue.objects.filter(name="emails").update(paused=False)
     peak = 0
-    import time
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        running = sql_one("SELECT count(*) FROM pgjobs_job WHERE status='RUNNING'")
-        peak = max(peak, running)
-        if sql_one("SELECT count(*) FROM pgjobs_job WHERE status='COMPLETED'") == 16:
-            break
-        time.sleep(0.01)
+    def sampled_until_done() -> bool:
+        nonlocal peak
+        peak = max(peak, sql_one("SELECT count(*) FROM pgjobs_job WHERE status='RUNNING'"))
+        return sql_one("SELECT count(*) FROM pgjobs_job WHERE status='COMPLETED'") == 16
+
+    eventually(sampled_until_done, timeout=60, interval=0.01, message="16 jobs completed")
     for w in workers:
         w.signal(15)
         assert w.wait(30) == 0

@@ -185,7 +185,8 @@ def test_the_listener_listens_directly_and_without_it_the_worker_polls(start_poo
         timeout=30,
         message="the listener connected directly",
     )
-    time.sleep(0.5)  # past the listener's first wake-up
+    # past the listener's first wake-up and claim, which no row or lock marks: a pause, kept
+    time.sleep(0.5)
     job = enqueue("test.noop", {})
     eventually(
         lambda: Job.objects.get(pk=job.id).status == "COMPLETED",

@@ -72,7 +72,7 @@ def test_the_worker_logs_each_unknown_type_once(start_worker):
         timeout=30,
         message="unknown types logged",
     )
-    time.sleep(1.5)  # a dozen polls
+    time.sleep(1.5)  # time under test: a dozen polls, none of which logs a type again
     w.signal(15)
     assert w.wait(timeout=30) == 0, w.output()[-3000:]
     lines = [ln for ln in w.output().splitlines() if "job.unknown_type" in ln]
