@@ -12,7 +12,7 @@ from tests.conftest import eventually, sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FOREIGN = ("--settings", "tests.integration.foreign_settings")
+FOREIGN = ("--settings", "tests.acceptance.foreign_settings")
 
 
 def running_with_expired_lease(job_type, expired_ago):
