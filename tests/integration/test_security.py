@@ -1,5 +1,6 @@
 """Security guards: no code or object is ever loaded from stored data, SQL carries values only
-as parameters, queue and channel names are validated and quoted, secrets stay out of logs."""
+as parameters, queue and channel names are validated and quoted (secrets out of the worker's log:
+tests/acceptance/test_secrets_in_logs.py)."""
 
 from __future__ import annotations
 
@@ -227,27 +228,3 @@ def test_a_channel_postgres_cannot_notify_on_is_a_check_error(settings, channel)
     transaction. The system check catches it at start-up instead."""
     settings.PGJOBS = {**settings.PGJOBS, "NOTIFY_CHANNEL": channel}
     assert "pgjobs.E009" in [m.id for m in checks.run_checks()]
-
-
-# --- secrets ------------------------------------------------------------------------------------
-
-SECRETS = {
-    "password": "hunter2-PW-4f1c",
-    "api_key": "sk-live-AK-93b2",  # noqa: S105
-    "nested": {"Authorization": "Bearer TOK-77e0"},
-}
-
-
-@pytest.mark.django_db(transaction=True)
-def test_secrets_in_config_never_reach_the_worker_log(start_worker):
-    ok = enqueue("test.echo", SECRETS)
-    items = enqueue("test.behave", {"do": "items", "n": 3, **SECRETS})
-    retried = enqueue("test.behave", {"do": "retry", "seconds": 60, **SECRETS})
-    w = start_worker("--burst", "--concurrency", "2", "-v", "2")
-    assert w.wait(timeout=60) == 0, w.output()
-    output = w.output()
-    assert f"test.echo#{ok.id}" in output and "job.completed" in output  # the log is verbose
-    assert f"#{items.id}" in output and f"#{retried.id}" in output
-    for secret in ("hunter2-PW-4f1c", "sk-live-AK-93b2", "TOK-77e0"):
-        assert secret not in output, f"{secret} leaked into the worker's log"
-    assert Job.objects.get(pk=ok.id).result["echo"] == SECRETS  # stored, just never logged

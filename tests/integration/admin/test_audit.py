@@ -163,45 +163,6 @@ def test_pgjobs_queue_records_the_os_user_as_the_command_user():
     assert not user.is_active and not user.has_usable_password()
 
 
-@pytest.mark.django_db(transaction=True)  # the subprocess commits; flushed afterwards
-def test_pgjobs_queue_in_a_real_process_leaves_its_trace():
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    from django.db import connection
-
-    from tests.conftest import ROOT
-
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "PGJOBS_TEST_DB_NAME": connection.settings_dict["NAME"],
-        "USER": "night-ops",
-        "LOGNAME": "night-ops",
-    }
-    proc = subprocess.run(  # noqa: S603 - the action's flags sit after the subcommand
-        [sys.executable, "-m", "django", "pgjobs_queue", "pause", "nightly-batch"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "not recorded" not in proc.stderr
-    assert logged("queue", "nightly-batch") == [
-        (
-            "pgjobs-command",
-            "Paused (running jobs finish) (pgjobs_queue, OS user night-ops on "
-            f"{socket.gethostname()})",
-        )
-    ]
-
-
 def test_cancel_entries_say_which_happened(admin_client):
     from tests.support.admin import make_job
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import threading
 import urllib.error
@@ -100,28 +99,6 @@ def test_readyz_reports_an_unreachable_database(monkeypatch):
     monkeypatch.setattr(health, "connections", {"default": Down()})
     ok, body = health.readyz(worker)
     assert not ok and body["database"].startswith("unreachable")
-
-
-def test_runjobs_health_port(start_worker):
-    port = free_port()
-    w = start_worker(
-        "--health-port", str(port), "--health-host", "127.0.0.1", "--poll-interval", "0.2"
-    )
-    eventually(
-        lambda: get(port, "/readyz")[0] == 200,
-        timeout=30,
-        message=f"/readyz answers 200 (worker log: {w.output()})",
-    )
-    assert get(port, "/livez")[0] == 200
-    status, body = get(port, "/metrics")
-    assert status in (200, 404)  # 404 says how to install the extra
-    if status == 404:
-        assert b"django-pgjobs[prometheus]" in body
-    else:
-        assert b"pgjobs_queue_depth" in body or b"pgjobs_stats_up" in body
-    w.signal(signal.SIGTERM)
-    assert w.wait(30) == 0
-    assert get(port, "/livez")[0] == 0
 
 
 def test_health_port_flag_is_validated():

@@ -1,7 +1,7 @@
-"""@task functions run by the real worker: executor threads in-process, and a `runjobs`
-subprocess. Committed transactions (transaction=True), as in production."""
+"""@task functions run by the real worker's executor threads, in-process (a `runjobs`
+subprocess: tests/acceptance/test_task_jobs.py). Committed transactions (transaction=True), as in
+production."""
 
-import os
 import sys
 import threading
 
@@ -11,7 +11,6 @@ from django_pgjobs.exceptions import JobTimeout
 from django_pgjobs.tasks_api import TaskResultStatus, task_finished, task_started
 from tests.conftest import eventually, run_worker
 from tests.testapp import tasks as t
-from tests.testapp.models import Effect, Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,24 +81,3 @@ def test_timestamps_are_ordered_with_a_real_worker():
         r.refresh()
         assert r.is_finished
         assert r.enqueued_at <= r.started_at == r.last_attempted_at <= r.finished_at
-
-
-def test_a_runjobs_subprocess_processes_task_jobs(start_worker):
-    welcome = t.send_welcome.enqueue(11)
-    flaky = t.flaky.enqueue(1)
-    total = t.add.enqueue(20, 22)
-    proc = start_worker("--burst", "--concurrency", "2")
-    assert proc.wait(timeout=60) == 0, proc.output()
-
-    for r in (welcome, flaky, total):
-        r.refresh()
-    assert [r.status for r in (welcome, flaky, total)] == [TaskResultStatus.SUCCESSFUL] * 3, (
-        proc.output()
-    )
-    assert total.return_value == 42
-    assert Effect.objects.filter(value="welcome:11").count() == 1
-    assert flaky.attempts == 2 and flaky.errors[0].exception_class is t.TaskBoom
-    assert all(f":{proc.pid}:" in w for w in flaky.worker_ids)
-    pids = set(Execution.objects.filter(job_id=int(flaky.id)).values_list("pid", flat=True))
-    assert pids == {proc.pid} and proc.pid != os.getpid()
-    eventually(lambda: proc.proc.poll() is not None)
