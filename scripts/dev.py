@@ -201,7 +201,7 @@ SYSTEM_TOOLS = {
     "faketime": "faketime",
     "pgbouncer": "pgbouncer",
     "ip": "iproute2",
-    # tests/postgis: PostGIS for Debian's PostgreSQL 15, GeoDjango's GDAL and GEOS
+    # tests/topology/postgis: PostGIS for Debian's PostgreSQL 15, GeoDjango's GDAL and GEOS
     "/usr/share/postgresql/15/extension/postgis.control": "postgresql-15-postgis-3",
     "lib:gdal": "libgdal32",
     "lib:geos_c": "libgeos-c1v5",

@@ -47,11 +47,12 @@ POSTGRES = ("15", "16", "18")
 PGSERVER_WHEEL = "pgserver==0.1.4"
 PG16 = ROOT / ".venvs" / "pg16"
 FULL = ["tests"]
-INTEGRATION = ["tests/unit", "tests/integration", "tests/tasks"]
+# The tiers that need one PostgreSQL and no subprocess of their own (tests/README.md).
+INTEGRATION = ["tests/unit", "tests/integration"]
 # CI: the newest combination runs in `./dev test`; these legs complete the picture.
 CI_LEGS = [
-    # The whole suite, topology tests too (PgBouncer, standbys, namespaces: 16 tests, 207 s
-    # here, mostly waiting on purpose), so that they run on the oldest Django as on the newest.
+    # The whole suite, the topology tier too (PgBouncer, standbys, namespaces, a second server,
+    # PostGIS: mostly waiting on purpose), so that it runs on the oldest Django as on the newest.
     ("5.2", "3.10", "15", FULL),
     ("5.2", "3.11", "18", INTEGRATION),
     ("5.2", "3.13", "15", INTEGRATION),

@@ -67,6 +67,14 @@ def sql_one(query: str, params: object = None) -> object:
     return rows[0][0] if rows else None
 
 
+def leases_expired() -> bool:
+    """No RUNNING job holds a lease still valid by the database's clock (a condition for
+    ``eventually``: the dead worker's jobs are now the reaper's)."""
+    return not sql_one(
+        "SELECT count(*) FROM pgjobs_job WHERE status = 'RUNNING' AND lease_expires_at > now()"
+    )
+
+
 def deadlocks() -> int:
     return int(sql_one("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"))
 

@@ -22,7 +22,8 @@ DATABASES["server_binding"] = {
     "OPTIONS": {**DATABASES["default"].get("OPTIONS", {}), "server_side_binding": True},
     "TEST": {"MIRROR": "default"},
 }
-# A second database for the queue (tests/queuedb): on the same server by default, on another one
+# A second database for the queue (tests/acceptance/test_queue_alias.py,
+# tests/topology/test_two_servers.py): on the same server by default, on another one
 # when QUEUE_DATABASE_URL is set. Only tests that ask for it (databases=[..., "queue"]) create it.
 if os.environ.get("QUEUE_DATABASE_URL"):
     DATABASES["queue"] = env.db("QUEUE_DATABASE_URL")
@@ -70,7 +71,7 @@ PGJOBS = {
     "BACKOFF_MAX": 0.2,
     "LEASE_SECONDS": 30.0,
 }
-# Django Tasks (tests/tasks): django-pgjobs is the default backend; the built-in ones are here
+# Django Tasks (tests/integration/tasks): django-pgjobs is the default backend; the built-in ones are here
 # so that tests can compare Django's own validation with ours.
 # Django 6.x ships the Tasks framework as django.tasks; on 5.2 it is the django-tasks backport.
 try:

@@ -19,8 +19,8 @@ from django.test.utils import CaptureQueriesContext
 
 from django_pgjobs import EnqueueError, JobStatus, enqueue, enqueue_many
 from django_pgjobs.models import Job
+from tests.acceptance.test_command import runjobs
 from tests.conftest import ROOT, sql, sql_one
-from tests.integration.test_command import runjobs
 from tests.testapp.models import Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)

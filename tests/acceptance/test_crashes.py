@@ -76,6 +76,7 @@ def test_start_stop_storm_leaves_no_orphan_and_no_connection(start_worker, invar
     )
     began = time.monotonic()
     for at, w, sig in plan:
+        # time under test: each signal goes at its planned instant of the storm
         time.sleep(max(0.0, at - (time.monotonic() - began)))
         w.signal(sig)
     codes = {w.pid: w.wait(timeout=60) for w in workers}

@@ -121,7 +121,7 @@ def test_postgres_restart_under_four_busy_workers(clean, start_worker):
         lambda: cluster.statuses().get("COMPLETED", 0) >= 20, timeout=60, message="workers busy"
     )
     cluster.pg.stop("fast")  # every connection is cut; connects are refused while it is down
-    time.sleep(3.0)
+    time.sleep(3.0)  # time under test: the outage lasts 3 s
     cluster.pg.start()
     eventually(
         lambda: cluster.statuses() == {"COMPLETED": 160},

@@ -31,7 +31,7 @@ def test_an_idle_threads_dead_connection_costs_no_attempt(start_worker, invarian
         ),
         message="its session ended",
     )
-    time.sleep(1.2)  # the thread rested more than executor.IDLE_CHECK
+    time.sleep(1.2)  # time under test: the thread rests longer than executor.IDLE_CHECK
     second = enqueue("test.behave", {"do": "ok"})
     invariants.track(first.id, second.id)
     eventually(

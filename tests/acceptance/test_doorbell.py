@@ -82,7 +82,7 @@ def test_a_job_inserted_before_the_worker_sleeps_and_committed_after_is_picked_u
     producer = OpenProducer()  # no worker yet: nobody to ring for
     w = start_worker(*NOTIFY_ONLY)
     eventually(lambda: _asleep(w), timeout=30, message="worker asleep")
-    time.sleep(0.5)  # the worker's claims meanwhile saw nothing: the job is uncommitted
+    time.sleep(0.5)  # time under test: the worker sleeps through claims that see nothing
     assert _status(producer.job_id) is None  # uncommitted
     committed = producer.commit_now()
     eventually(
@@ -99,9 +99,9 @@ def test_a_job_inserted_while_the_worker_sleeps_rings_on_commit(start_worker):
     """The other order: the worker sleeps first; the producer sees it and rings (on commit)."""
     w = start_worker(*NOTIFY_ONLY)
     eventually(lambda: _asleep(w), timeout=30, message="worker asleep")
-    time.sleep(0.3)  # past the gate and its last claim
+    time.sleep(0.3)  # time under test: past the gate and its last claim, the worker sleeps
     producer = OpenProducer()
-    time.sleep(0.3)
+    time.sleep(0.3)  # time under test: an open insert stays invisible while time passes
     assert _status(producer.job_id) is None  # invisible until commit
     producer.commit_now()
     eventually(

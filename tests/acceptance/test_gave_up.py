@@ -7,7 +7,7 @@ import pytest
 
 from django_pgjobs import JobStatus, enqueue
 from tests.conftest import eventually, sql_one
-from tests.ops.commands import DOWN, manage
+from tests.support.commands import DOWN, manage
 
 from .tcp_proxy import TcpProxy
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from django_pgjobs import enqueue
-from tests.ops.commands import manage
+from tests.support.commands import manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

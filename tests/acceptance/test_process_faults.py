@@ -8,7 +8,7 @@ import pytest
 from django_pgjobs import JobStatus, enqueue, enqueue_many
 from django_pgjobs.models import Job
 from django_pgjobs.worker import Worker, WorkerOptions
-from tests.conftest import eventually, sql, sql_one
+from tests.conftest import eventually, leases_expired, sql, sql_one
 from tests.testapp.models import Execution
 
 from .tcp_proxy import TcpProxy
@@ -57,7 +57,7 @@ def test_poison_job_fails_after_max_attempts_while_others_flow(start_worker, inv
             and not Job.objects.filter(status__in=["PENDING", "RUNNING"]).exists()
         ):
             break
-        time.sleep(1.1)  # let the dead worker's lease expire
+        eventually(leases_expired, timeout=10, message="the dead worker's lease expired")
     poison.refresh_from_db()
     assert poison.status == JobStatus.FAILED and poison.attempts == 3
     assert "lease expired" in poison.error

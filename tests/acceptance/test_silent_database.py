@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ops.commands import manage
+from tests.support.commands import manage
 
 BOUND = 30.0  # seconds; CONNECT_TIMEOUT is 10 s, --give-up-after 5 s
 HUNG = 45.0  # the subprocess timeout: a command still waiting then hangs

@@ -12,7 +12,7 @@ from django.db import connections, transaction
 
 from django_pgjobs import JobStatus, enqueue, enqueue_many
 from django_pgjobs.models import Job
-from tests.conftest import eventually, sql, sql_one
+from tests.conftest import eventually, leases_expired, sql, sql_one
 from tests.testapp.models import Effect, Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -169,14 +169,14 @@ def test_kill_9_at_random_moments_never_splits_effect_from_completion(start_work
     for _ in range(4):
         w = start_worker(*FAST, "--concurrency", "3")
         eventually(lambda w=w: up(w), timeout=30, message="worker up")
-        time.sleep(rng.uniform(0.05, 0.6))
+        time.sleep(rng.uniform(0.05, 0.6))  # time under test: a random moment of the run
         w.signal(signal.SIGKILL)
         w.wait(timeout=30)
         kills += 1
         assert effects_match_completions(ids) == []
         if not Job.objects.filter(id__in=ids).exclude(status=JobStatus.COMPLETED).exists():
             break
-        time.sleep(LEASE)  # let the dead worker's leases expire
+        eventually(leases_expired, timeout=10, message="the dead worker's leases expired")
     final = start_worker(*FAST, "--concurrency", "3")
     eventually(lambda: up(final), timeout=30, message="final worker up")
     eventually(

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from tests.conftest import sql
-from tests.ops.commands import manage
+from tests.support.commands import manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,9 +14,9 @@ from django.test.testcases import LiveServerThread, QuietWSGIRequestHandler, _St
 from django_pgjobs import rollup
 from django_pgjobs.models import Job
 from django_pgjobs.sql import rollups
-from tests.admin.helpers import make_job
 from tests.browser.conftest import SHOTS
-from tests.observability.helpers import run_worker
+from tests.support.admin import make_job
+from tests.support.observability import run_worker
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 

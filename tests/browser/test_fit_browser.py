@@ -15,11 +15,11 @@ from django.urls import reverse
 
 from django_pgjobs import rollup
 from django_pgjobs.sql import queues, rollups
-from tests.admin.helpers import make_job
 from tests.browser.conftest import SHOTS
 from tests.browser.test_pages_browser import CHECKS, login
 from tests.conftest import sql
-from tests.schedules.helpers import entry, schedules  # noqa: F401
+from tests.support.admin import make_job
+from tests.support.schedules import entry, schedules  # noqa: F401
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 SIZES = ((1440, 900), (1024, 768), (390, 844))

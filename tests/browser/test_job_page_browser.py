@@ -8,8 +8,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from django_pgjobs.models import Job
-from tests.admin.helpers import make_job
 from tests.browser.conftest import SHOTS
+from tests.support.admin import make_job
 
 
 def test_running_job_page_follows_progress_then_stops_reloading(page, live_server):

@@ -13,10 +13,10 @@ from django.urls import reverse
 from django_pgjobs import rollup
 from django_pgjobs.scheduler import enqueue_due
 from django_pgjobs.sql import queues, rollups
-from tests.admin.helpers import make_job
 from tests.browser.conftest import SHOTS
 from tests.conftest import sql
-from tests.schedules.helpers import clean_decorators, entry, schedules, utc  # noqa: F401
+from tests.support.admin import make_job
+from tests.support.schedules import clean_decorators, entry, schedules, utc  # noqa: F401
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 CHECKS = (Path(__file__).parent / "checks.js").read_text()

@@ -1,7 +1,6 @@
 """Several real runjobs processes on one queue: every job runs exactly once, no deadlock."""
 
 import threading
-import time
 
 import pytest
 from django.db import connections
@@ -11,7 +10,7 @@ from django_pgjobs.models import Job
 from django_pgjobs.queries import Completion
 from django_pgjobs.worker.maintenance import reaped_fate
 from tests.acceptance.invariants import Invariants
-from tests.conftest import deadlocks, sql, sql_one
+from tests.conftest import deadlocks, eventually, sql, sql_one
 from tests.testapp.models import Execution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,13 +48,17 @@ def test_four_prefetching_workers_run_8000_short_jobs_exactly_once(start_worker,
         for _ in range(4)
     ]
     most_held = 0  # the most RUNNING jobs one worker held at once, sampled
-    while any(w.proc.poll() is None for w in workers):
+
+    def sampled_until_all_exited() -> bool:
+        nonlocal most_held
         held = sql(
             "SELECT count(*) FROM pgjobs_job WHERE status = 'RUNNING' "
             "GROUP BY locked_by ORDER BY 1 DESC LIMIT 1"
         )
         most_held = max([most_held, *(n for (n,) in held)])
-        time.sleep(0.005)
+        return all(w.proc.poll() is not None for w in workers)
+
+    eventually(sampled_until_all_exited, timeout=240, interval=0.005, message="workers drained")
     assert [w.wait(timeout=60) for w in workers] == [0, 0, 0, 0], [
         w.output()[-2000:] for w in workers
     ]

@@ -174,5 +174,5 @@ def transactional_write(job):
     return {"wrote": 1}
 
 
-# Register the test.outcome.* handlers and those of the operator tests (tests/ops).
+# Register the test.outcome.* handlers and those of the operator tests (tests/acceptance/ops).
 from . import ops_jobs, outcome_jobs  # noqa: E402,F401

@@ -1,4 +1,4 @@
-"""Django ``@task`` functions used by tests/tasks (autodiscovered: PGJOBS['AUTODISCOVER_MODULES']).
+"""Django ``@task`` functions used by the Tasks tests (autodiscovered: PGJOBS['AUTODISCOVER_MODULES']).
 
 Every run that matters writes a row, so tests (and worker subprocesses) leave evidence:
 Execution for each attempt of a context task, Effect for business side effects.
@@ -90,7 +90,7 @@ def countdown(n):
 
 @task(takes_context=True)
 def count_up(context, n):
-    """Reports its progress through the task context (tests/ops/test_progress.py)."""
+    """Reports its progress through the task context (tests/acceptance/ops/test_progress.py)."""
     for i in range(1, n + 1):
         context.progress(i, n, note="counted" if i == n else None)
     return n
@@ -98,7 +98,7 @@ def count_up(context, n):
 
 @task(max_attempts=3)
 def cancels_itself():
-    """Ends its job CANCELLED (tests/ops/test_cancelled.py)."""
+    """Ends its job CANCELLED (tests/acceptance/ops/test_cancelled.py)."""
     from django_pgjobs import Cancelled
 
     raise Cancelled("no longer wanted")

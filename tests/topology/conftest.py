@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from django.db import connection, connections
@@ -92,3 +93,12 @@ def _declare_to_the_test_guard(alias: str) -> None:
             owner.databases = owner.databases | {alias}
             return
     raise AssertionError("Django's test guard changed: find another way to declare the alias")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of this tier is a topology test (`-m topology` selects them, `-m "not
+    topology"` leaves them out), whatever its file says."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.topology)

@@ -128,7 +128,7 @@ def test_failover_to_a_synchronous_standby_mid_drain(request):
         timeout=30,
         message="a job started on the new primary",
     )
-    time.sleep(2)
+    time.sleep(2)  # time under test: 2 s of enqueues against the new primary
     enqueuer.stop.set()
     enqueuer.join(10)
     inv.track(enqueuer.acked)

@@ -110,6 +110,7 @@ def test_a_silent_partition_mid_job(request):
                 "SELECT extract(epoch FROM finished_at)::float8 FROM pgjobs_job WHERE id = %s",
                 [job],
             )[0][0]
+            # time under test: the partition lasts CUT_SECONDS
             time.sleep(max(0.0, cut_at + CUT_SECONDS - time.time()))
             assert a.proc.poll() is None, "A exited during the partition:\n" + a.output()
         finally:

@@ -12,8 +12,8 @@ from django_pgjobs.models import Job
 from django_pgjobs.queries import Completion
 from django_pgjobs.sql import queues
 from django_pgjobs.worker.maintenance import reaped_fate
-from tests.admin.helpers import make_job
 from tests.conftest import run_worker, sql, sql_one
+from tests.support.admin import make_job
 
 pytestmark = [pytest.mark.topology, pytest.mark.django_db(transaction=True)]
 
@@ -116,7 +116,7 @@ def test_tasks_backend_through_the_pool(pooled):
 
 
 def test_admin_actions_through_the_pool(pooled, admin_client):
-    from tests.admin.test_actions import act, fresh, message
+    from tests.integration.admin.test_actions import act, fresh, message
 
     failed, later, pending = make_job("FAILED"), make_job("PENDING"), make_job("PENDING")
     sql("UPDATE pgjobs_job SET run_after = now() + interval '1 hour' WHERE id = %s", [later.id])

@@ -20,8 +20,8 @@ from django_pgjobs import db, enqueue, enqueue_many
 from django_pgjobs.models import Job, ScheduleFire
 from tests.acceptance.conftest import assert_backs_off, db_errors
 from tests.acceptance.invariants import Invariants
+from tests.concurrency.test_scheduler_processes import stop
 from tests.conftest import ROOT, eventually, sql, sql_one
-from tests.schedules.test_scheduler_processes import stop
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from pgbouncer import PgBouncer  # noqa: E402
@@ -185,7 +185,8 @@ def test_the_listener_listens_directly_and_without_it_the_worker_polls(start_poo
         timeout=30,
         message="the listener connected directly",
     )
-    time.sleep(0.5)  # past the listener's first wake-up
+    # past the listener's first wake-up and claim, which no row or lock marks: a pause, kept
+    time.sleep(0.5)
     job = enqueue("test.noop", {})
     eventually(
         lambda: Job.objects.get(pk=job.id).status == "COMPLETED",

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from django_pgjobs.worker.handoff import Handoff
+from tests.conftest import eventually
 
 
 class Pool:
@@ -17,10 +18,7 @@ class Pool:
         self.threads = [threading.Thread(target=self._loop, daemon=True) for _ in range(n)]
         for t in self.threads:
             t.start()
-        deadline = time.monotonic() + 5
-        while handoff._idle < n and time.monotonic() < deadline:  # all waiting in get()
-            time.sleep(0.001)
-        assert handoff._idle == n
+        eventually(lambda: handoff._idle == n, timeout=5, interval=0.001)  # all waiting in get()
 
     def _loop(self):
         while (item := self.handoff.get()) is not None:
@@ -37,20 +35,13 @@ class Pool:
         assert not any(t.is_alive() for t in self.threads)
 
 
-def _wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
-
-
 def test_a_batch_of_short_jobs_runs_on_one_woken_thread():
     h = Handoff(short=10.0)  # a run slowed down by a busy machine still counts as short
     h.ran("quick", 0.00001)
     pool = Pool(h, 4)
     # each job lets go of the GIL (like a short query): woken threads would take some
     h.put_many([("quick", (f"quick#{i}", lambda: time.sleep(0.0002))) for i in range(50)])
-    _wait_for(lambda: len(pool.ran) == 50)
+    eventually(lambda: len(pool.ran) == 50, timeout=5, interval=0.001)
     assert [name for name, _ in pool.ran] == [f"quick#{i}" for i in range(50)]  # in order
     assert len({ident for _, ident in pool.ran}) == 1
     pool.close()
@@ -64,7 +55,7 @@ def test_jobs_not_known_to_be_short_get_a_thread_each_at_once(known):
     barrier = threading.Barrier(4, timeout=5)  # passes only if all four run at the same time
     pool = Pool(h, 4)
     h.put_many([("slow", (f"slow#{i}", barrier.wait)) for i in range(4)])
-    _wait_for(lambda: len(pool.ran) == 4)
+    eventually(lambda: len(pool.ran) == 4, timeout=5, interval=0.001)
     pool.close()
     assert not barrier.broken
     assert len({ident for _, ident in pool.ran}) == 4
@@ -82,14 +73,14 @@ def test_a_short_type_that_runs_long_does_not_hold_back_the_others():
             ("quick", ("quick#next", released.set)),
         ]
     )
-    _wait_for(lambda: len(pool.ran) == 1)
-    time.sleep(0.1)
+    eventually(lambda: len(pool.ran) == 1, timeout=5, interval=0.001)
+    time.sleep(0.1)  # time under test: for 0.1 s without spread() the second job stays queued
     assert len(pool.ran) == 1  # no spread() yet: the second job waits behind the first
     queued_for = time.monotonic() - 0.1
     while not released.is_set():  # what the worker's main loop does between its checks
         released.wait(min(1.0, h.spread()))
         assert time.monotonic() - queued_for < 5
-    _wait_for(lambda: len(pool.ran) == 2)
+    eventually(lambda: len(pool.ran) == 2, timeout=5, interval=0.001)
     assert pool.ran[0][1] != pool.ran[1][1]
     pool.close()
 

@@ -2,7 +2,8 @@
 
 With PGJOBS["DATABASE"] naming a database of its own, `django.db.connection`, `connections[
 "default"]`, or `transaction.atomic()` / `on_commit()` without `using=` would read or write the
-wrong database (tests/queuedb proves the paths it runs; this catches the ones it does not).
+wrong database (tests/acceptance/test_queue_alias.py proves the paths it runs; this catches the
+ones it does not).
 """
 
 from __future__ import annotations

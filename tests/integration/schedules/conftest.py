@@ -1,0 +1,1 @@
+from tests.support.schedules import clean_decorators, schedules  # noqa: F401

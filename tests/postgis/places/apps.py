@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class PlacesConfig(AppConfig):
-    name = "tests.postgis.places"
-    label = "places"
-    default_auto_field = "django.db.models.BigAutoField"

@@ -1,1 +1,0 @@
-from tests.schedules.helpers import clean_decorators, schedules  # noqa: F401
