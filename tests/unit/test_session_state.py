@@ -16,11 +16,12 @@ SESSION_STATE = re.compile(
 ALLOWED = {
     "db.py": {"SET plan_cache_mode", "set_config('application_name', %s, false)"},
     "worker/listener.py": {"LISTEN"},
-    # The producer's probe (taken and released in one expression), the sleeper's S and the
-    # gate's pass, both on the listener's direct connection.
+    # The producer's probes of S(*) and S(queue) (taken and released in one expression), the
+    # sleeper's S(*) or S(queue)s and the gate's pass, on the listener's direct connection.
     "doorbell.py": {
-        "pg_try_advisory_lock({_SLEEPERS}",
+        "pg_try_advisory_lock({cls}",
         "pg_try_advisory_lock_shared({_SLEEPERS}",
+        "pg_try_advisory_lock_shared({}, hashtext(q))",
         "pg_try_advisory_lock({_GATE}",
     },
     "netsafety.py": {"set_config(v.name, v.value, false)"},
