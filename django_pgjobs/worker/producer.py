@@ -7,6 +7,9 @@ instead of one per free thread. Queues with a concurrency limit are claimed firs
 short transactions, and only for free threads (a held job would count against the cap).
 The outcomes that ride in a claim's round trip are written through the completer
 (completer.write_with_claim; completer.py says who writes a job's outcome).
+
+``async def`` handlers run on the worker's event loop (aio.py), with their own limit: the same
+claim fills free threads and free async slots, asking only for the kinds that have room.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .. import queries, registry
 from ..context import JobContext
@@ -24,6 +28,9 @@ from . import completer
 from .handoff import Handoff
 from .options import WorkerOptions
 from .slots import DONE, STARTED, InFlight, Slots
+
+if TYPE_CHECKING:
+    from .aio import AsyncRuntime
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -46,6 +53,8 @@ class Producer:
         self.handoff = handoff
         self.finished = finished  # the completer's put(): a job failed without running
         self.types: list[str] = []  # set at start: the registered types
+        self.aio: AsyncRuntime | None = None  # the event loop of async handlers (not inline)
+        self._claiming: list[str] = []  # the types of the kinds that have room (room())
         self.limited: list[str] = []  # our queues with a cluster-wide cap (QueueControls)
         self.claimed_total = 0
         self.last_claim_full = False  # the batch size, not the room, capped the last claim
@@ -59,9 +68,34 @@ class Producer:
         free = o.concurrency - len(self.slots) + ending - self.slots.zombies
         prefetch = o.prefetch if o.prefetch and not o.inline and self._prefetching() else 0
         room = free + prefetch
+        self._claiming = self.types
+        if self.aio is not None:
+            free, room = self._room_by_kind(ending, prefetch)
         if o.max_jobs is not None:
             room = min(room, o.max_jobs - self.claimed_total)
         return free, room
+
+    def _room_by_kind(self, ending: int, prefetch: int) -> tuple[int, int]:
+        """room() with the event loop: threads and async slots counted apart, and the next
+        claim asks only for the types of a kind with room. Ended async runs not yet written
+        count as in the batch: a lower bound of the free threads, never above it."""
+        assert self.aio is not None  # noqa: S101
+        s, aio = self.slots, self.aio
+        ended_async = s.n_async - aio.active
+        threads = self.options.concurrency - (len(s) - s.n_async) - s.zombies
+        threads += max(0, ending - ended_async)
+        free_async = aio.free()
+        sync_types, async_types = aio.split_types(self.types)
+        claiming: list[str] = []
+        room = 0
+        if threads > 0 and sync_types:
+            claiming += sync_types
+            room += threads + prefetch
+        if free_async > 0 and async_types:
+            claiming += async_types
+            room += free_async
+        self._claiming = claiming
+        return max(0, threads) + max(0, free_async), room
 
     def claim_limited(self, free: int) -> int:
         """Claim from the capped queues, one by one, for free threads only; dispatches them."""
@@ -73,7 +107,7 @@ class Producer:
             rows = queries.claim_limited(
                 queue=name,
                 worker_id=self.worker_id,
-                types=self.types,
+                types=self._claiming,
                 limit=free - claimed,
                 lease_seconds=o.lease_seconds,
                 using=o.using,
@@ -91,7 +125,7 @@ class Producer:
         written, rows = completer.write_with_claim(  # no round trip when there is nothing to do
             completions,
             worker_id=self.worker_id,
-            types=self.types,
+            types=self._claiming,
             queues=o.queues,
             limit=limit,
             lease_seconds=o.lease_seconds,
@@ -127,6 +161,8 @@ class Producer:
                         note="failed",
                     ),
                 )
+            elif self.aio is not None and item.spec.is_async:
+                self.aio.submit(item)
             else:
                 handoff.append((row.type, item))
         self.handoff.put_many(handoff)
