@@ -20,8 +20,8 @@ from ..registry import HandlerSpec
 
 QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "released", "abandoned"
 # The main thread's backstop for an async run past its timeout: the event loop cancels it at the
-# timeout and gets this long to see it end (aio.py), unless the loop itself is blocked.
-ASYNC_TIMEOUT_GRACE = 1.0
+# timeout and gets CANCEL_GRACE to see it end (aio.py); this, twice that, covers a blocked loop.
+ASYNC_TIMEOUT_GRACE = 2.0
 
 
 @dataclass(eq=False, slots=True)

@@ -79,3 +79,11 @@ async def abehave(job):
 @handler("test.sync_returns_coroutine")
 def sync_returns_coroutine(job):
     return asleep(job)
+
+
+@handler("test.atimeout", max_attempts=1, timeout=0.3)
+async def atimeout(job):
+    """Awaits past its timeout, or swallows its cancel ("swallow") for ``seconds``."""
+    if job.config.get("swallow"):
+        return await abehave(job)
+    await asyncio.sleep(60)
