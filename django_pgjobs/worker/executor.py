@@ -4,7 +4,6 @@ finalize_in_transaction (completer.py says who writes a job's outcome)."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import threading
@@ -12,6 +11,7 @@ import time
 import traceback
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 from django.db.backends.signals import connection_created
 
@@ -42,9 +42,10 @@ def format_error(exc: BaseException) -> str:
 
 
 def _call(spec: HandlerSpec, job: JobContext) -> Any:
-    """On a thread: an ``async def`` handler only here without an event loop (run_jobs())."""
+    """On a thread: an ``async def`` handler only here without an event loop (run_jobs()),
+    through async_to_sync, so that its sync_to_async calls use this thread's connection."""
     if spec.is_async:
-        return asyncio.run(spec.func(job))
+        return async_to_sync(spec.func)(job)
     return _not_awaitable(spec, spec.func(job))
 
 

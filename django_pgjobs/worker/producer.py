@@ -54,7 +54,9 @@ class Producer:
         self.finished = finished  # the completer's put(): a job failed without running
         self.types: list[str] = []  # set at start: the registered types
         self.aio: AsyncRuntime | None = None  # the event loop of async handlers (not inline)
-        self._claiming: list[str] = []  # the types of the kinds that have room (room())
+        # What the next claim asks for (room()): (types, room) on threads, then on the loop.
+        self._lines: tuple[list[str], int, list[str], int] = ([], 0, [], 0)
+        self._free_threads = 0
         self.limited: list[str] = []  # our queues with a cluster-wide cap (QueueControls)
         self.claimed_total = 0
         self.last_claim_full = False  # the batch size, not the room, capped the last claim
@@ -68,7 +70,8 @@ class Producer:
         free = o.concurrency - len(self.slots) + ending - self.slots.zombies
         prefetch = o.prefetch if o.prefetch and not o.inline and self._prefetching() else 0
         room = free + prefetch
-        self._claiming = self.types
+        self._lines = (self.types, room, [], 0)
+        self._free_threads = free
         if self.aio is not None:
             free, room = self._room_by_kind(ending, prefetch)
         if o.max_jobs is not None:
@@ -86,28 +89,33 @@ class Producer:
         threads += max(0, ending - ended_async)
         free_async = aio.free()
         sync_types, async_types = aio.split_types(self.types)
-        claiming: list[str] = []
-        room = 0
-        if threads > 0 and sync_types:
-            claiming += sync_types
-            room += threads + prefetch
-        if free_async > 0 and async_types:
-            claiming += async_types
-            room += free_async
-        self._claiming = claiming
-        return max(0, threads) + max(0, free_async), room
+        thread_room = threads + prefetch if threads > 0 and sync_types else 0
+        async_room = free_async if async_types else 0
+        self._lines = (sync_types, thread_room, async_types, max(0, async_room))
+        self._free_threads = max(0, threads) if sync_types else 0
+        return max(0, threads) + max(0, free_async), thread_room + max(0, async_room)
 
     def claim_limited(self, free: int) -> int:
         """Claim from the capped queues, one by one, for free threads only; dispatches them."""
+        sync_types, thread_room, async_types, async_room = self._lines
+        threads = self._claim_limited(sync_types, min(free, self._free_threads))
+        on_loop = 0
+        if async_types and async_room > 0:  # and for free async slots (aio.py)
+            on_loop = self._claim_limited(async_types, min(free, async_room))
+        # what is left of each line's room is the main claim's (finalize_and_claim)
+        self._lines = (sync_types, thread_room - threads, async_types, async_room - on_loop)
+        return threads + on_loop
+
+    def _claim_limited(self, types: list[str], free: int) -> int:
         o, claimed = self.options, 0
         for name in self.limited:
-            if claimed >= free:  # a capped queue's job waits for no thread
+            if claimed >= free:  # a capped queue's job waits for no thread (or async slot)
                 break
             self._claim_sent = time.monotonic()
             rows = queries.claim_limited(
                 queue=name,
                 worker_id=self.worker_id,
-                types=self._claiming,
+                types=types,
                 limit=free - claimed,
                 lease_seconds=o.lease_seconds,
                 using=o.using,
@@ -122,12 +130,16 @@ class Producer:
         """Write ``completions`` and claim up to ``limit`` jobs, in one round trip."""
         o = self.options
         self._claim_sent = time.monotonic()
+        sync_types, thread_room, async_types, async_room = self._lines
+        async_limit = min(async_room, limit)  # each line up to the limit (the batch size)
         written, rows = completer.write_with_claim(  # no round trip when there is nothing to do
             completions,
             worker_id=self.worker_id,
-            types=self._claiming,
+            types=sync_types,
+            async_types=async_types,
+            async_limit=async_limit,
             queues=o.queues,
-            limit=limit,
+            limit=min(thread_room, limit),
             lease_seconds=o.lease_seconds,
             fair=o.fair_share,
             after_tenant=self._tenant_cursor,

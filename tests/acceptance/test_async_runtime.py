@@ -200,3 +200,33 @@ def test_a_real_http_client_slow_and_refusing_servers_lead_to_retries(start_work
         stop(w)
     finally:
         server.shutdown()
+
+
+def test_async_django_task_runs_on_the_loop_and_async_api_works_in_a_running_loop(start_worker):
+    """What an ASGI view does: aenqueue, aget_result, arefresh inside a running event loop; the
+    worker awaits the async task on its loop."""
+    import asyncio
+
+    from django_pgjobs import registry
+    from django_pgjobs.tasks_api import TaskResultStatus, default_task_backend
+    from tests.testapp.tasks import async_double
+
+    assert default_task_backend.supports_async_task
+    assert registry.get("task:tests.testapp.tasks.async_double").is_async  # the loop runs it
+
+    async def view_enqueue():
+        result = await async_double.aenqueue(21)
+        fetched = await default_task_backend.aget_result(result.id)
+        return result, fetched.status
+
+    result, status = asyncio.run(view_enqueue())
+    assert status == TaskResultStatus.READY
+    w = start_worker(*FAST)
+    eventually(lambda: finished(int(result.id)), timeout=30, message="task ran")
+
+    async def view_refresh():
+        await result.arefresh()
+        return result.status, result.return_value
+
+    assert asyncio.run(view_refresh()) == (TaskResultStatus.SUCCESSFUL, 42)
+    stop(w)
