@@ -41,6 +41,7 @@ class LoopWatch:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(1.0)
+        self.check(time.monotonic())  # a block that just ended is said before the exit
 
     def _stamp(self) -> None:  # on the loop
         self._beat = time.monotonic()

@@ -156,6 +156,7 @@ def test_a_blocking_handler_is_named_by_the_watchdog_and_heartbeats_go_on(start_
     w = start_worker(*FAST)
     eventually(lambda: finished(blocker.id), timeout=30, message="blocker done")
     assert job(blocker.id).status == JobStatus.COMPLETED  # lease (1 s) renewed meanwhile
+    eventually(lambda: "loop_unblocked" in w.output(), timeout=10, message="unblocked said")
     out = stop(w)
     assert "blocked for" in out and f"test.abehave#{blocker.id}" in out, out
     assert "worker.loop_unblocked the event loop was blocked for 1." in out, out
