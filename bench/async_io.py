@@ -163,8 +163,7 @@ def pickup(url: str, job_type: str, samples: int) -> float:
         with psycopg.connect(url + DB, autocommit=True) as conn:
             for _ in range(samples):
                 (job_id,) = conn.execute(
-                    "INSERT INTO pgjobs_job (type, config) VALUES (%s, '{\"ms\": 0}') "
-                    "RETURNING id",
+                    "INSERT INTO pgjobs_job (type, config) VALUES (%s, '{\"ms\": 0}') RETURNING id",
                     [job_type],
                 ).fetchone()
                 conn.execute("NOTIFY pgjobs, 'default'")

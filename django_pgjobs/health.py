@@ -34,7 +34,10 @@ def livez(worker: Any, now: float | None = None) -> tuple[bool, dict[str, Any]]:
     now = time.monotonic() if now is None else now
     since = now - getattr(worker, "last_step_at", now)
     ok = since < stuck_after(worker) and worker.exit_code != 3
-    body = {"status": "ok" if ok else "stuck", "seconds_since_last_step": round(since, 1)}
+    body: dict[str, Any] = {
+        "status": "ok" if ok else "stuck",
+        "seconds_since_last_step": round(since, 1),
+    }
     runtime = getattr(worker, "aio", None)
     if runtime is not None:  # the async handlers' event loop (aio.py): how late it runs
         body["event_loop"] = {

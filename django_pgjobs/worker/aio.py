@@ -239,9 +239,7 @@ class AsyncRuntime:
         reason = self._reasons.get(item, CANCEL)
         if self.slots.abandon(item):  # else the claim thread's timeout backstop did it
             why = self._why(item, None)
-            outcome = executor.outcome_of_error(
-                item.spec, item.job, why, _ms(item.started_at)
-            )
+            outcome = executor.outcome_of_error(item.spec, item.job, why, _ms(item.started_at))
             outcome.error = (
                 f"{outcome.error or ''}\n[django-pgjobs] the coroutine ignored its cancel "
                 f"({reason}) for {CANCEL_GRACE:g}s; the worker stopped waiting for it"

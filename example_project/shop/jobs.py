@@ -70,7 +70,8 @@ async def deliver_webhook(job):
     try:
         writer.write(
             f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json"
-            f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+            f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
         )
         await writer.drain()
         status_line = await asyncio.wait_for(reader.readline(), 5)
