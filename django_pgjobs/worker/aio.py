@@ -137,7 +137,7 @@ class AsyncRuntime:
             self.loop.close()
 
     def _admit(self, item: InFlight) -> None:
-        if len(self._tasks) >= self.limit:
+        if len(self._tasks) - self.abandoned >= self.limit:  # abandoned ones hold no slot
             self._backlog.append(item)
             return
         task = self.loop.create_task(self._run(item), name=f"pgjobs:{item.job.type}#{item.job.id}")
@@ -153,7 +153,11 @@ class AsyncRuntime:
         if item in self._freed_items:  # an abandoned coroutine that ended at last
             self._freed_items.discard(item)
             self.abandoned -= 1
-        while self._backlog and len(self._tasks) < self.limit:
+        self._fill()
+
+    def _fill(self) -> None:
+        """Start backlogged jobs while slots are free."""
+        while self._backlog and len(self._tasks) - self.abandoned < self.limit:
             self._admit(self._backlog.popleft())
 
     def _free(self, item: InFlight) -> None:
@@ -249,6 +253,7 @@ class AsyncRuntime:
         self._free(item)
         self._freed_items.add(item)
         self.abandoned += 1
+        self._fill()
         logger.warning(
             "job.cancel_ignored %s#%s: its coroutine swallowed CancelledError (%s) and still "
             "runs %.1fs later; recorded as %s, its async slot freed, the worker no longer "

@@ -186,11 +186,13 @@ def test_a_real_http_client_slow_and_refusing_servers_lead_to_retries(start_work
         refused = f"http://127.0.0.1:{s.getsockname()[1]}/"
     try:
         path = tmp_path / "tally"
-        ok = enqueue_many("test.abehave", [{"do": "http", "url": url + "/"}] * 50)
+        ok = enqueue_many(  # a generous client timeout: the machine may be loaded
+            "test.abehave", [{"do": "http", "url": url + "/", "client_timeout": 15}] * 50
+        )
         slow = enqueue("test.abehave", {"do": "http", "url": url + "/slow", "client_timeout": 0.3})
         refusing = enqueue("test.abehave", {"do": "http", "url": refused})
         w = start_worker(*FAST, "--async-concurrency", "50", env={"PGJOBS_TALLY": str(path)})
-        eventually(lambda: finished(*ok, slow.id, refusing.id), timeout=40, message="all done")
+        eventually(lambda: finished(*ok, slow.id, refusing.id), timeout=90, message="all done")
         assert len(tally(path)) == 50
         assert set(Job.objects.filter(pk__in=ok).values_list("status", flat=True)) == {
             JobStatus.COMPLETED
