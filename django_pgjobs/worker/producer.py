@@ -93,7 +93,9 @@ class Producer:
         async_room = free_async if async_types else 0
         self._lines = (sync_types, thread_room, async_types, max(0, async_room))
         self._free_threads = max(0, threads) if sync_types else 0
-        return max(0, threads) + max(0, free_async), thread_room + max(0, async_room)
+        # Free async slots count as free (the doorbell stays armed) once async jobs ran here.
+        counted = max(0, free_async) if aio.typical is not None else 0
+        return max(0, threads) + counted, thread_room + max(0, async_room)
 
     def claim_limited(self, free: int) -> int:
         """Claim from the capped queues, one by one, for free threads only; dispatches them."""
@@ -101,7 +103,7 @@ class Producer:
         threads = self._claim_limited(sync_types, min(free, self._free_threads))
         on_loop = 0
         if async_types and async_room > 0:  # and for free async slots (aio.py)
-            on_loop = self._claim_limited(async_types, min(free, async_room))
+            on_loop = self._claim_limited(async_types, async_room)
         # what is left of each line's room is the main claim's (finalize_and_claim)
         self._lines = (sync_types, thread_room - threads, async_types, async_room - on_loop)
         return threads + on_loop
