@@ -313,6 +313,15 @@ SETTINGS: list[Setting] = [
         flag=Flag("--concurrency", "handler threads, each with its own connection"),
     ),
     Setting(
+        "ASYNC_CONCURRENCY",
+        100,
+        Int(1),
+        "pgjobs.E004",
+        "`async def` handlers in flight per worker, on its one event loop (docs/async.md)",
+        option="async_concurrency",
+        flag=Flag("--async-concurrency", "async def handlers in flight on the event loop"),
+    ),
+    Setting(
         "BATCH_SIZE",
         200,
         Int(1),

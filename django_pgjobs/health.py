@@ -34,7 +34,20 @@ def livez(worker: Any, now: float | None = None) -> tuple[bool, dict[str, Any]]:
     now = time.monotonic() if now is None else now
     since = now - getattr(worker, "last_step_at", now)
     ok = since < stuck_after(worker) and worker.exit_code != 3
-    return ok, {"status": "ok" if ok else "stuck", "seconds_since_last_step": round(since, 1)}
+    body: dict[str, Any] = {
+        "status": "ok" if ok else "stuck",
+        "seconds_since_last_step": round(since, 1),
+    }
+    runtime = getattr(worker, "aio", None)
+    if runtime is not None:  # the async handlers' event loop (aio.py): how late it runs
+        body["event_loop"] = {
+            "lag_seconds": round(runtime.watch.lag, 3),
+            "max_lag_seconds": round(runtime.watch.max_lag, 3),
+            "in_flight": runtime.active,
+            "async_concurrency": runtime.limit,
+            "abandoned": runtime.abandoned,
+        }
+    return ok, body
 
 
 class _Migrations:

@@ -312,11 +312,12 @@ RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_a
 """
 
 
-def _claimable(j: str = "") -> str:
+def _claimable(j: str = "", types: str = "types") -> str:
     """The WHERE of every unlimited claim: due PENDING jobs of our types and queues, outside
-    the paused and limited queues; ``j`` qualifies the columns ("j." where others are in scope)."""
+    the paused and limited queues; ``j`` qualifies the columns ("j." where others are in scope),
+    ``types`` names the parameter of the types."""
     return f"""{j}status = {PENDING_SQL} AND {j}run_after <= now()
-      AND {j}type = ANY(%(types)s::text[])
+      AND {j}type = ANY(%({types})s::text[])
       AND (%(all_queues)s OR {j}queue = ANY(%(queues)s::text[]))
       AND {j}queue NOT IN (SELECT name FROM {QUEUE_TABLE}
                         WHERE paused OR concurrency_limit IS NOT NULL)"""
@@ -330,14 +331,22 @@ def _claimable(j: str = "") -> str:
 # `NOT IN (SELECT …)` on purpose: a hashed subplan keeps the row estimate, so the claim walks
 # its index and stops after LIMIT rows (`<> ALL(ARRAY(…))` led to a scan and sort of every
 # pending job; docs/performance.md). tests/integration/test_guards.py checks the plan.
+# Two lines, each with its own limit: the types run on threads and those of ``async def``
+# handlers (worker/aio.py); a line with no room has LIMIT 0 and reads nothing.
 _CLAIM = f"""
-WITH picked AS MATERIALIZED (
+WITH threads AS MATERIALIZED (
     SELECT id FROM {T}
     WHERE {_claimable()}
     ORDER BY priority DESC, run_after, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-)
+), coroutines AS MATERIALIZED (
+    SELECT id FROM {T}
+    WHERE {_claimable(types="async_types")}
+    ORDER BY priority DESC, run_after, id
+    LIMIT %(async_limit)s
+    FOR UPDATE SKIP LOCKED
+), picked AS (SELECT id FROM threads UNION ALL SELECT id FROM coroutines)
 {_CLAIMED}"""
 
 # Fair share: the same claim, but round-robin over tenants. A loose index scan finds the
@@ -450,14 +459,18 @@ def claim(
     lease_seconds: float,
     fair: bool = False,
     after_tenant: str | None = None,
+    async_types: Sequence[str] = (),
+    async_limit: int = 0,
     using: str | None = None,
 ) -> list[ClaimedRow]:
-    """Lock up to ``limit`` due jobs and make them RUNNING under a fresh lease, in one statement.
+    """Lock up to ``limit`` due jobs of ``types`` and ``async_limit`` of ``async_types`` and
+    make them RUNNING under a fresh lease, in one statement.
 
     Jobs of paused or concurrency-limited queues are not taken here (see claim_limited).
-    With ``fair``, tenants are interleaved, starting after ``after_tenant``.
+    With ``fair``, tenants are interleaved, starting after ``after_tenant`` (the two lines
+    share one limit there).
     """
-    if limit <= 0 or not types:
+    if not _claims(types, limit, async_types, async_limit):
         return []
     params = _claim_params(
         worker_id=worker_id,
@@ -466,6 +479,9 @@ def claim(
         limit=limit,
         lease_seconds=lease_seconds,
         after_tenant=after_tenant,
+        async_types=async_types,
+        async_limit=async_limit,
+        fair=fair,
     )
     if fair:  # not prepared: its generic plan is not checked (loose index scan per tenant)
         with db.cursor(using) as cur:
@@ -476,6 +492,10 @@ def claim(
     return _rows(cur)
 
 
+def _claims(types: Sequence[str], limit: int, async_types: Sequence[str], async_limit: int) -> bool:
+    return (limit > 0 and bool(types)) or (async_limit > 0 and bool(async_types))
+
+
 def _claim_params(
     *,
     worker_id: str,
@@ -484,12 +504,20 @@ def _claim_params(
     limit: int,
     lease_seconds: float,
     after_tenant: str | None = None,
+    async_types: Sequence[str] = (),
+    async_limit: int = 0,
+    fair: bool = False,
 ) -> dict[str, Any]:
+    if fair:  # one line of both kinds
+        types, limit = [*types, *async_types], limit + async_limit
+        async_types, async_limit = (), 0
     return {
         "types": list(types),
+        "async_types": list(async_types),
+        "async_limit": max(0, async_limit) if async_types else 0,
         "all_queues": queues is None,
         "queues": list(queues or []),
-        "limit": limit,
+        "limit": max(0, limit) if types else 0,
         "worker": worker_id,
         "lease": lease_seconds,
         "after": after_tenant or "",
@@ -699,19 +727,22 @@ def finalize_and_claim(
     pipelined = db.prepares(connections[alias]) and not fair  # the fair claim is never prepared
     if (
         not completions
-        or claim_args["limit"] <= 0
-        or not claim_args["types"]
+        or not _claims(
+            claim_args["types"],
+            claim_args["limit"],
+            claim_args.get("async_types", ()),
+            claim_args.get("async_limit", 0),
+        )
         or (pipelined and not db.PIPELINE)  # libpq older than 14
         or (not pipelined and db.server_side_binding(alias))
     ):  # one statement per query
         return finalize(completions, using=alias), claim(using=alias, **claim_args)
-    claim_args.pop("fair", None)
     if pipelined:
         conn = connections[alias]
         fin, cl = db.prepared_cursor(alias, 0), db.prepared_cursor(alias, 1)
         with db.pipeline(conn):
             fin.execute(_FINALIZE, _finalize_params(completions))
-            cl.execute(_CLAIM, _claim_params(**claim_args))
+            cl.execute(_CLAIM, _claim_params(**claim_args))  # fair: never pipelined
         return {r[0] for r in fin.fetchall()}, _rows(cl)
     params = {**_claim_params(**claim_args), **_finalize_params(completions)}
     with db.cursor(alias) as cur:

@@ -106,6 +106,11 @@ def handler(
         check_max_attempts(max_attempts)
     if timeout is not None and timeout <= 0:
         raise ImproperlyConfigured(f"timeout must be > 0 seconds, got {timeout!r}")
+    if backoff is not None and inspect.iscoroutinefunction(backoff):
+        raise ImproperlyConfigured(
+            f"job type {type!r}: backoff= must be a sync function attempt -> seconds, not "
+            "`async def` (the worker calls it on its claim thread)"
+        )
 
     def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
         if transactional and inspect.iscoroutinefunction(func):

@@ -15,12 +15,14 @@ for a run whose lease was lost); for a failed attempt, inside the handling of it
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.dispatch import receiver
 from django.utils.dateparse import parse_datetime
 
@@ -86,10 +88,14 @@ def _spec(name: str, task: Task) -> HandlerSpec:
     def run(job: JobContext) -> dict[str, Any]:
         return run_task_job(job)
 
-    run.__qualname__ = run.__name__ = f"run[{task.module_path}]"
+    async def arun(job: JobContext) -> dict[str, Any]:  # on the worker's event loop (aio.py)
+        return await arun_task_job(job)
+
+    func = arun if inspect.iscoroutinefunction(task.func) else run
+    func.__qualname__ = func.__name__ = f"run[{task.module_path}]"
     return HandlerSpec(
         type=name,
-        func=run,
+        func=func,
         queue=task.queue_name,
         priority=task.priority,
         max_attempts=getattr(task, "max_attempts", None),
@@ -172,6 +178,22 @@ def run_task_job(job: JobContext) -> dict[str, Any]:
     run = _running[(job.id, job.lease_text)] = _Run(result)
     try:
         return _call(result, job)
+    except BaseException as exc:  # kept for task_finished's exception context, then re-raised
+        run.exc = exc.error if isinstance(exc, Unstorable) else exc
+        raise
+
+
+async def arun_task_job(job: JobContext) -> dict[str, Any]:
+    """run_task_job for an ``async def`` task, on the worker's event loop: the row is read
+    through sync_to_async, the function awaited."""
+    result = await sync_to_async(_load_result)(job)
+    run = _running[(job.id, job.lease_text)] = _Run(result)
+    task = result.task
+    try:
+        task_started.send(sender=type(task.get_backend()), task_result=result)
+        args = (PgJobsTaskContext(task_result=result, job=job),) if task.takes_context else ()
+        value = await task.acall(*args, *result.args, **result.kwargs)
+        return {"return_value": _json_return_value(task, value)}
     except BaseException as exc:  # kept for task_finished's exception context, then re-raised
         run.exc = exc.error if isinstance(exc, Unstorable) else exc
         raise

@@ -4,13 +4,14 @@ finalize_in_transaction (completer.py says who writes a job's outcome)."""
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import logging
 import threading
 import time
 import traceback
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 from django.db.backends.signals import connection_created
 
@@ -41,9 +42,24 @@ def format_error(exc: BaseException) -> str:
 
 
 def _call(spec: HandlerSpec, job: JobContext) -> Any:
+    """On a thread: an ``async def`` handler only here without an event loop (run_jobs()),
+    through async_to_sync, so that its sync_to_async calls use this thread's connection."""
     if spec.is_async:
-        return asyncio.run(spec.func(job))
-    return spec.func(job)
+        return async_to_sync(spec.func)(job)
+    return _not_awaitable(spec, spec.func(job))
+
+
+def _not_awaitable(spec: HandlerSpec, value: Any) -> Any:
+    """A sync handler that returns an awaitable is a mistake: fail the job, saying so."""
+    if not inspect.isawaitable(value):
+        return value
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: no RuntimeWarning at exit
+    raise Fail(
+        f"the handler of {spec.type!r} is a sync function that returned an awaitable "
+        f"({type(value).__name__}); declare it `async def` so that the worker awaits it "
+        "on its event loop (docs/async.md)"
+    )
 
 
 def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, str | None]:

@@ -34,7 +34,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError
 
 from .. import conf, health, registry, rollup, signals
-from . import last_release, maintenance, pooler, shutdown
+from . import aio, last_release, maintenance, pooler, shutdown
 from .completer import REFUSED, Completer
 from .handoff import Handoff
 from .leases import LeaseKeeper
@@ -109,6 +109,7 @@ class Worker:
             using=o.using,
             inline=o.inline,
         )
+        self.aio: aio.AsyncRuntime | None = None  # async def handlers' event loop, at start()
         self.exit_code = 0
         self.last_step_at = time.monotonic()  # /livez: the loop keeps stepping
 
@@ -211,6 +212,7 @@ class Worker:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
         self.runner.start(0 if o.inline else o.concurrency)
+        self.aio = aio.start_for(self)
         listen = o.listen and not o.burst
         if not o.inline:  # the caller's connection (run_jobs) is not ours to probe
             listen = pooler.check_at_start(self.using, listen=listen, poll_interval=o.poll_interval)

@@ -15,6 +15,7 @@ _setting = conf.option_default
 class WorkerOptions:
     queues: list[str] | None = None  # None: every queue
     concurrency: int = _setting("concurrency")
+    async_concurrency: int = _setting("async_concurrency")  # coroutines on the event loop (aio.py)
     batch_size: int = _setting("batch_size")
     prefetch: int = _setting("prefetch")  # jobs held beyond one per thread while all are short
     burst: bool = False

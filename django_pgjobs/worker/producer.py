@@ -7,6 +7,9 @@ instead of one per free thread. Queues with a concurrency limit are claimed firs
 short transactions, and only for free threads (a held job would count against the cap).
 The outcomes that ride in a claim's round trip are written through the completer
 (completer.write_with_claim; completer.py says who writes a job's outcome).
+
+``async def`` handlers run on the worker's event loop (aio.py), with their own limit: the same
+claim fills free threads and free async slots, asking only for the kinds that have room.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .. import queries, registry
 from ..context import JobContext
@@ -24,6 +28,9 @@ from . import completer
 from .handoff import Handoff
 from .options import WorkerOptions
 from .slots import DONE, STARTED, InFlight, Slots
+
+if TYPE_CHECKING:
+    from .aio import AsyncRuntime
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -46,6 +53,10 @@ class Producer:
         self.handoff = handoff
         self.finished = finished  # the completer's put(): a job failed without running
         self.types: list[str] = []  # set at start: the registered types
+        self.aio: AsyncRuntime | None = None  # the event loop of async handlers (not inline)
+        # What the next claim asks for (room()): (types, room) on threads, then on the loop.
+        self._lines: tuple[list[str], int, list[str], int] = ([], 0, [], 0)
+        self._free_threads = 0
         self.limited: list[str] = []  # our queues with a cluster-wide cap (QueueControls)
         self.claimed_total = 0
         self.last_claim_full = False  # the batch size, not the room, capped the last claim
@@ -59,21 +70,54 @@ class Producer:
         free = o.concurrency - len(self.slots) + ending - self.slots.zombies
         prefetch = o.prefetch if o.prefetch and not o.inline and self._prefetching() else 0
         room = free + prefetch
+        self._lines = (self.types, room, [], 0)
+        self._free_threads = free
+        if self.aio is not None:
+            free, room = self._room_by_kind(ending, prefetch)
         if o.max_jobs is not None:
             room = min(room, o.max_jobs - self.claimed_total)
         return free, room
 
+    def _room_by_kind(self, ending: int, prefetch: int) -> tuple[int, int]:
+        """room() with the event loop: threads and async slots counted apart, and the next
+        claim asks only for the types of a kind with room. Ended async runs not yet written
+        count as in the batch: a lower bound of the free threads, never above it."""
+        assert self.aio is not None  # noqa: S101
+        s, aio = self.slots, self.aio
+        ended_async = s.n_async - aio.active
+        threads = self.options.concurrency - (len(s) - s.n_async) - s.zombies
+        threads += max(0, ending - ended_async)
+        free_async = aio.free()
+        sync_types, async_types = aio.split_types(self.types)
+        thread_room = threads + prefetch if threads > 0 and sync_types else 0
+        async_room = free_async if async_types else 0
+        self._lines = (sync_types, thread_room, async_types, max(0, async_room))
+        self._free_threads = max(0, threads) if sync_types else 0
+        # Free async slots count as free (the doorbell stays armed) once async jobs ran here.
+        counted = max(0, free_async) if aio.typical is not None else 0
+        return max(0, threads) + counted, thread_room + max(0, async_room)
+
     def claim_limited(self, free: int) -> int:
         """Claim from the capped queues, one by one, for free threads only; dispatches them."""
+        sync_types, thread_room, async_types, async_room = self._lines
+        threads = self._claim_limited(sync_types, min(free, self._free_threads))
+        on_loop = 0
+        if async_types and async_room > 0:  # and for free async slots (aio.py)
+            on_loop = self._claim_limited(async_types, async_room)
+        # what is left of each line's room is the main claim's (finalize_and_claim)
+        self._lines = (sync_types, thread_room - threads, async_types, async_room - on_loop)
+        return threads + on_loop
+
+    def _claim_limited(self, types: list[str], free: int) -> int:
         o, claimed = self.options, 0
         for name in self.limited:
-            if claimed >= free:  # a capped queue's job waits for no thread
+            if claimed >= free:  # a capped queue's job waits for no thread (or async slot)
                 break
             self._claim_sent = time.monotonic()
             rows = queries.claim_limited(
                 queue=name,
                 worker_id=self.worker_id,
-                types=self.types,
+                types=types,
                 limit=free - claimed,
                 lease_seconds=o.lease_seconds,
                 using=o.using,
@@ -88,12 +132,16 @@ class Producer:
         """Write ``completions`` and claim up to ``limit`` jobs, in one round trip."""
         o = self.options
         self._claim_sent = time.monotonic()
+        sync_types, thread_room, async_types, async_room = self._lines
+        async_limit = min(async_room, limit)  # each line up to the limit (the batch size)
         written, rows = completer.write_with_claim(  # no round trip when there is nothing to do
             completions,
             worker_id=self.worker_id,
-            types=self.types,
+            types=sync_types,
+            async_types=async_types,
+            async_limit=async_limit,
             queues=o.queues,
-            limit=limit,
+            limit=min(thread_room, limit),
             lease_seconds=o.lease_seconds,
             fair=o.fair_share,
             after_tenant=self._tenant_cursor,
@@ -127,6 +175,8 @@ class Producer:
                         note="failed",
                     ),
                 )
+            elif self.aio is not None and item.spec.is_async:
+                self.aio.submit(item)
             else:
                 handoff.append((row.type, item))
         self.handoff.put_many(handoff)

@@ -32,6 +32,8 @@ def stop_gracefully(w: Worker) -> None:
     _with_db_retry(w, lambda: _release_unstarted(w), attempts=3)
     _drain(w, time.monotonic() + w.options.shutdown_timeout)
     _with_db_retry(w, lambda: _write_finished(w), attempts=3)
+    if w.aio is not None:  # cancel the coroutines still running: released below
+        w.aio.stop(JOIN_WAIT)
     w.handoff.close()
     join_deadline = time.monotonic() + JOIN_WAIT
     w.runner.join(join_deadline)

@@ -4,8 +4,9 @@
       |                  '--abandon--> ABANDONED       (timed out, or still running at shutdown)
       '--release--> RELEASED                           (given back unstarted, attempt refunded)
 
-A job leaves the table once its outcome is written (or it was given back). The main thread and
-the executor threads both change states: each item has its own lock, the table another.
+A job leaves the table once its outcome is written (or it was given back). The main thread,
+the executor threads and the event loop (aio.py) change states: each item has its own lock, the
+table another. An abandoned coroutine is not a zombie thread: ``zombies`` counts threads only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from ..context import JobContext
 from ..registry import HandlerSpec
 
 QUEUED, STARTED, DONE, RELEASED, ABANDONED = "queued", "started", "done", "released", "abandoned"
+# The main thread's backstop for an async run past its timeout: the event loop cancels it at the
+# timeout and gets CANCEL_GRACE to see it end (aio.py); this, twice that, covers a blocked loop.
+ASYNC_TIMEOUT_GRACE = 2.0
 
 
 @dataclass(eq=False, slots=True)
@@ -36,6 +40,7 @@ class Slots:
         self._lock = threading.Lock()
         self.zombies = 0  # abandoned runs whose thread is still stuck in the handler
         self.timed = 0  # jobs held with a timeout: only then are deadlines looked at
+        self.n_async = 0  # jobs held that run on the event loop (aio.py), not on a thread
 
     def __len__(self) -> int:
         return len(self._items)
@@ -45,13 +50,16 @@ class Slots:
             for item in items:
                 self._items[item.job.id] = item
                 self.timed += item.deadline is not None
+                self.n_async += item.spec.is_async
 
     def remove(self, ids: list[int]) -> None:
         with self._lock:
             for job_id in ids:
                 item = self._items.pop(job_id, None)
-                if item is not None and item.deadline is not None:
-                    self.timed -= 1
+                if item is None:
+                    continue
+                self.timed -= item.deadline is not None
+                self.n_async -= item.spec.is_async
 
     def all(self) -> list[InFlight]:
         with self._lock:
@@ -69,7 +77,8 @@ class Slots:
             item.state = STARTED
             item.started_at = now
             if item.deadline is not None:
-                item.deadline = now + (item.spec.effective_timeout() or 0)
+                grace = ASYNC_TIMEOUT_GRACE if item.spec.is_async else 0.0
+                item.deadline = now + (item.spec.effective_timeout() or 0) + grace
             return True
 
     def finish(self, item: InFlight) -> bool:
@@ -77,8 +86,9 @@ class Slots:
         outcome was already decided, and its thread is free again)."""
         with item.lock:
             if item.state == ABANDONED:
-                with self._lock:
-                    self.zombies -= 1
+                if not item.spec.is_async:
+                    with self._lock:
+                        self.zombies -= 1
                 return False
             item.state = DONE
             return True
@@ -104,8 +114,17 @@ class Slots:
                 item.state = ABANDONED
             overdue.append(item)
         with self._lock:
-            self.zombies += len(overdue)
+            self.zombies += sum(not i.spec.is_async for i in overdue)
         return overdue
+
+    def abandon(self, item: InFlight) -> bool:
+        """STARTED -> ABANDONED for one coroutine that ignored its cancel (aio.py); False if
+        its run had ended or was abandoned already."""
+        with item.lock:
+            if item.state != STARTED:
+                return False
+            item.state = ABANDONED
+            return True
 
     def abandon_running(self) -> list[InFlight]:
         """STARTED -> ABANDONED at the end of a shutdown: released while their handlers run on."""

@@ -53,3 +53,32 @@ def archive_order(job):
 @handler("refuse_coupon")
 def refuse_coupon(job):
     raise Fail("coupon expired: no point retrying")
+
+
+@handler("deliver_webhook", max_attempts=3, queue="webhooks", timeout=10)
+async def deliver_webhook(job):
+    """An `async def` handler: the worker's event loop runs hundreds of these at once
+    (docs/async.md). POSTs the order event to the shop's webhook URL (the demo serves one);
+    the first attempt gets a 503 from the demo's endpoint, so the retry delivers it."""
+    import asyncio
+    import json
+    from urllib.parse import urlsplit
+
+    url = urlsplit(job.config["url"])
+    body = json.dumps({"event": "order.paid", "order_id": job.config["order_id"]}).encode()
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, url.port), 5)
+    try:
+        writer.write(
+            f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 5)
+    finally:
+        writer.close()
+    status = int(status_line.split()[1])
+    if status >= 300:
+        raise ConnectionError(f"webhook endpoint answered {status}")
+    logger.info("webhook delivered for order %s (%s)", job.config["order_id"], status)
+    return {"status": status}

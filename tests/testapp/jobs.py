@@ -175,4 +175,4 @@ def transactional_write(job):
 
 
 # Register the test.outcome.* handlers and those of the operator tests (tests/acceptance/ops).
-from . import ops_jobs, outcome_jobs  # noqa: E402,F401
+from . import async_jobs, ops_jobs, outcome_jobs  # noqa: E402,F401

@@ -62,6 +62,7 @@ def test_defaults_are_derived_unchanged():
         "TCP_KEEPALIVES_INTERVAL",
         "TCP_KEEPALIVES_COUNT",
         "TCP_USER_TIMEOUT",
+        "ASYNC_CONCURRENCY",
     }
     assert list(conf.DEFAULTS) == [s.name for s in conf.SETTINGS]  # one entry per name
 
@@ -82,6 +83,7 @@ def test_each_option_is_a_worker_options_field_with_the_setting_default():
 def test_from_settings_reads_every_option_from_pgjobs(settings):
     changed = {
         "CONCURRENCY": 3,
+        "ASYNC_CONCURRENCY": 40,
         "BATCH_SIZE": 7,
         "PREFETCH": 0,
         "POLL_INTERVAL": 0.5,
@@ -183,6 +185,7 @@ def test_each_flagged_setting_has_its_flag_with_its_dest_and_help():
     actions = {a.option_strings[0]: a for a in parser()._actions if a.option_strings}
     flagged = [s for s in conf.SETTINGS if s.flag]
     assert sorted(s.flag.name for s in flagged) == [
+        "--async-concurrency",
         "--batch-size",
         "--concurrency",
         "--lease",

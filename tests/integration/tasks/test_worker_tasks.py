@@ -47,6 +47,7 @@ def test_worker_threads_run_tasks_and_signal_from_the_right_threads():
     assert results[2].worker_ids == [worker.worker_id] * 2
     assert results[2].return_value == {"attempt": 2, "job_attempts": 2}
     assert {name for event, name in threads if event == "started"} <= {
+        "pgjobs-aio",  # async_double: on the worker's event loop (worker/aio.py)
         "pgjobs-exec-0",
         "pgjobs-exec-1",
     }

@@ -21,6 +21,7 @@ DEMO_TYPES = [
     "nightly_report",
     "archive_order",
     "refuse_coupon",
+    "deliver_webhook",
     "task:shop.tasks.order_summary",
 ]
 EXPECTED = {
@@ -29,6 +30,7 @@ EXPECTED = {
     "nightly_report": (JobStatus.FAILED, 2),
     "archive_order": (JobStatus.COMPLETED, 1),
     "refuse_coupon": (JobStatus.FAILED, 1),
+    "deliver_webhook": (JobStatus.COMPLETED, 2),  # async def, on the worker's event loop
 }
 
 
@@ -40,8 +42,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         self._reset()
-        ids = self._enqueue()
-        self._run_worker(ids, opts["timeout"])
+        hooks = _webhook_endpoint()
+        try:
+            ids = self._enqueue(f"http://127.0.0.1:{hooks.server_port}/hooks/orders")
+            self._run_worker(ids, opts["timeout"])
+        finally:
+            hooks.shutdown()
         self._report(ids)
 
     def _reset(self):
@@ -49,7 +55,7 @@ class Command(BaseCommand):
         Order.objects.all().delete()
         ImportedRow.objects.all().delete()
 
-    def _enqueue(self):
+    def _enqueue(self, webhook_url):
         say = self.stdout.write
         say(self.style.MIGRATE_HEADING("1. Enqueue, inside the business transaction"))
         with transaction.atomic():
@@ -73,12 +79,16 @@ class Command(BaseCommand):
         report = enqueue("nightly_report", {"day": "2026-11-28"})
         archive = enqueue("archive_order", {"order_id": order.pk}, run_after=timedelta(seconds=1))
         coupon = enqueue("refuse_coupon", {"code": "XMAS"})
+        hook = enqueue(
+            "deliver_webhook", {"order_id": order.pk, "url": webhook_url}, trace_id="demo-trace-1"
+        )
         bulk = enqueue_many("csv_import", [{"lines": [f"S-{i},{i}"]} for i in range(20)])
         with transaction.atomic():  # Django's @task API, same queue, same transaction rules
             summary = order_summary.enqueue(order.pk)
         say(
             f"   + csv_import #{imp.id}, nightly_report #{report.id}, archive_order #{archive.id} "
-            f"(in 1 s), refuse_coupon #{coupon.id}, and {len(bulk)} csv_import jobs in one INSERT"
+            f"(in 1 s), refuse_coupon #{coupon.id}, deliver_webhook #{hook.id} (async def), "
+            f"and {len(bulk)} csv_import jobs in one INSERT"
         )
         say(f"   + @task order_summary -> result {summary.id} ({summary.status})")
         return {
@@ -87,6 +97,7 @@ class Command(BaseCommand):
             "nightly_report": report.id,
             "archive_order": archive.id,
             "refuse_coupon": coupon.id,
+            "deliver_webhook": hook.id,
             "bulk": bulk,
             "task": summary.id,
         }
@@ -161,3 +172,26 @@ class Command(BaseCommand):
 def _last_line(text):
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1] if lines else ""
+
+
+def _webhook_endpoint():
+    """A local endpoint for deliver_webhook: 503 to the first POST, 204 after."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Hooks(BaseHTTPRequestHandler):
+        seen = 0
+
+        def do_POST(self):  # noqa: N802 - http.server API
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            Hooks.seen += 1
+            self.send_response(503 if Hooks.seen == 1 else 204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hooks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
