@@ -6,6 +6,7 @@ Public API::
                               JobStatus, Retry, Fail
     from django_pgjobs import Cancelled                       # a handler ends its job CANCELLED
     from django_pgjobs import cancel, retry_now, run_now, duplicate, delete_finished  # operators
+    from django_pgjobs import Workflow, Batch, chain, group, chord, job   # workflows.py
 """
 
 # The one place the version is written: pyproject.toml reads it ([tool.setuptools.dynamic]),
@@ -32,6 +33,7 @@ from .operations import Cancellation, cancel, delete_finished, duplicate, retry_
 from .registry import handler
 from .scheduler import schedule
 from .status import JobStatus
+from .workflows import Batch, JobSpec, Workflow, WorkflowRun, chain, chord, group, job
 
 __all__ = [
     "Cancelled",
@@ -47,7 +49,15 @@ __all__ = [
     "PgJobsError",
     "Retry",
     "UnknownJobType",
+    "Batch",
     "Cancellation",
+    "JobSpec",
+    "Workflow",
+    "WorkflowRun",
+    "chain",
+    "chord",
+    "group",
+    "job",
     "cancel",
     "delete_finished",
     "duplicate",

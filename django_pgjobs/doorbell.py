@@ -37,9 +37,9 @@ def channel_key(channel: str) -> int:
     return key - (1 << 32) if key >= 1 << 31 else key
 
 
-def ring_sql(channel: str, due: str, queue: str) -> str:
-    """The NOTIFY on ``channel`` (one ``%s`` parameter) when ``due`` holds and a worker sleeps,
-    else NULL; ``due`` and ``queue`` are SQL expressions of the inserted row."""
+def ring_sql(channel: str, due: str, queue: str, param: str = "%s") -> str:
+    """The NOTIFY on ``channel`` (the parameter ``param``) when ``due`` holds and a worker
+    sleeps, else NULL; ``due`` and ``queue`` are SQL expressions of the inserted row."""
     k = channel_key(channel)
     ring = (
         f"CASE WHEN NOT ({due}) THEN false"
@@ -48,7 +48,7 @@ def ring_sql(channel: str, due: str, queue: str) -> str:
         f" THEN NOT pg_advisory_unlock({_SLEEPERS}, {k})"
         " ELSE true END"
     )
-    return f"CASE WHEN {ring} THEN pg_notify(%s, {queue})::text END"
+    return f"CASE WHEN {ring} THEN pg_notify({param}, {queue})::text END"
 
 
 def arm_sql(channel: str) -> str:
