@@ -535,16 +535,15 @@ _PROGRESS_VALUE = (
 # at zero, in the same UPDATE, it becomes PENDING or CANCELLED by its edges' mode and the
 # workflow's on_failure. Never decided by counting siblings: two last members finishing at once
 # would each see the other RUNNING in their snapshot. With no row in `ended` (a plain job) the
-# `= ANY(ARRAY(...))` index conditions are empty: pgjobs_dependency is not read
-# (tests/integration/test_workflow_fan_in.py checks the plan). `cascade`: the children this
+# edges' index scan, inside a nested loop over `ended`, never runs: pgjobs_dependency is not
+# read (tests/integration/test_workflow_fan_in.py checks the plan). `cascade`: the children this
 # statement cancelled that have dependants of their own, resolved by the caller's next
 # statement (resolve_ended); `wake`: the doorbell, for the children it made PENDING.
 _FAN_IN = f"""
 resolved AS (
     UPDATE {DEPENDENCY_TABLE} d SET outcome = e.status
     FROM ended e
-    WHERE d.parent_id = ANY(ARRAY(SELECT id FROM ended)) AND d.parent_id = e.id
-      AND d.outcome IS NULL
+    WHERE d.parent_id = e.id AND d.outcome IS NULL
     RETURNING d.child_id, d.mode, d.outcome,
               COALESCE(e.step, '?') || ' (job ' || e.id || ')' AS parent
 ), tally AS (
