@@ -264,3 +264,23 @@ def test_a_group_over_one_chunk_is_one_insert_per_5000_and_its_edges():
     assert len(writes) == 4, [w[:80] for w in writes]  # workflow row, 2 chunks, the edges
     assert counters(run["cb"][0]) == ("WAITING", 6000, 0)
     assert sql_one("SELECT count(*) FROM pgjobs_job WHERE has_dependants") == 6000
+
+
+def test_the_reaper_repairs_edges_a_crash_left_open():
+    """A crash between a fan-in that cancelled a step and the resolution of that step's own
+    edges leaves them open: the reaper's pass resolves them (and says how many)."""
+    from django_pgjobs.worker.maintenance import Reaper
+
+    run = chain(("test.echo", {}), ("test.echo", {}), ("test.echo", {})).enqueue()
+    sql(  # what the first statement of such a cascade leaves behind
+        "UPDATE pgjobs_job SET status = 'CANCELLED', finished_at = now(), error = 'x' "
+        "WHERE id = ANY(%s)",
+        [run["1"] + run["2"]],
+    )
+    sql("UPDATE pgjobs_dependency SET outcome = 'CANCELLED' WHERE parent_id = %s", run["1"])
+    sql("UPDATE pgjobs_job SET deps_open = 0 WHERE id = %s", run["2"])
+    assert workflow_invariants()  # the open edge 2 -> 3 is seen
+    assert Reaper(using="default").run_once()["repaired"] == 1
+    assert status(run["3"][0]) == "CANCELLED"
+    assert not workflow_invariants()
+    assert "repaired" not in Reaper(using="default").run_once()
