@@ -196,9 +196,13 @@ WITH ins AS (
            r.max_attempts, NULL, now() + r.delay * interval '1 second',
            CASE WHEN r.deps > 0 THEN {WAITING_SQL} ELSE {PENDING_SQL} END,
            %(workflow_id)s, r.step, r.deps, r.dependants
-    FROM jsonb_to_recordset(%(jobs)s::jsonb) AS r(
-        n int, type text, queue text, priority smallint, config jsonb, max_attempts int,
-        step text, deps int, dependants boolean, delay double precision)
+    FROM ROWS FROM (
+        jsonb_array_elements(%(configs)s::jsonb), unnest(%(types)s::text[]),
+        unnest(%(queues)s::text[]), unnest(%(priorities)s::smallint[]),
+        unnest(%(max_attempts)s::int[]), unnest(%(steps)s::text[]), unnest(%(deps)s::int[]),
+        unnest(%(dependants)s::boolean[]), unnest(%(delays)s::float8[])
+    ) WITH ORDINALITY AS r(config, type, queue, priority, max_attempts, step, deps, dependants,
+                           delay, n)
     ORDER BY r.n
     RETURNING id, run_after, queue, status
 ), wake AS (
@@ -207,6 +211,21 @@ WITH ins AS (
 )
 SELECT id, (SELECT count(*) FROM wake) FROM ins ORDER BY id
 """
+
+
+@dataclass(slots=True)
+class WorkflowJobs:
+    """One chunk of a workflow's jobs, column by column (configs: one JSON array's text)."""
+
+    configs: str
+    types: list[str]
+    queues: list[str]
+    priorities: list[int]
+    max_attempts: list[int]
+    steps: list[str]
+    deps: list[int]
+    dependants: list[bool]
+    delays: list[float]
 
 
 @functools.cache
@@ -218,21 +237,28 @@ def _insert_workflow_sql(channel: str) -> str:
 
 def insert_workflow_jobs(
     workflow_id: int,
-    jobs_json: str,
+    jobs: WorkflowJobs,
     *,
     trace_id: str | None,
     tenant_id: str | None,
     operated_by: str | None,
     using: str | None = None,
 ) -> list[int]:
-    """Insert one chunk of a workflow's jobs (a JSON array of records, see workflows.py);
-    returns their ids in the order given."""
+    """Insert one chunk of a workflow's jobs (workflows.py); returns their ids in order."""
     channel = conf.get("NOTIFY_CHANNEL")
     with db.cursor(using) as cur:
         cur.execute(
             _insert_workflow_sql(channel),
             {
-                "jobs": jobs_json,
+                "configs": jobs.configs,
+                "types": jobs.types,
+                "queues": jobs.queues,
+                "priorities": jobs.priorities,
+                "max_attempts": jobs.max_attempts,
+                "steps": jobs.steps,
+                "deps": jobs.deps,
+                "dependants": jobs.dependants,
+                "delays": jobs.delays,
                 "workflow_id": workflow_id,
                 "trace_id": trace_id,
                 "tenant_id": tenant_id,

@@ -14,7 +14,6 @@ WAITING; the statement that ends its last dependency makes it PENDING or CANCELL
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -177,7 +176,7 @@ class Workflow:
                 for start in range(0, len(records), CHUNK):
                     ids += queries.insert_workflow_jobs(
                         wf_id,
-                        "[" + ",".join(records[start : start + CHUNK]) + "]",
+                        _columns(records[start : start + CHUNK]),
                         trace_id=head.trace_id,
                         tenant_id=head.tenant_id,
                         operated_by=head.operated_by,
@@ -195,8 +194,8 @@ class Workflow:
         self.id = wf_id
         return WorkflowRun(wf_id, {s: [ids[i] for i in idx] for s, idx in self._steps.items()})
 
-    def _plan(self) -> tuple[list[str], list[tuple[int, int, str]]]:
-        """Every job's record (JSON) and every edge (parent, child, mode), by job index; raises
+    def _plan(self) -> tuple[list[tuple], list[tuple[int, int, str]]]:
+        """Every job's record and every edge (parent, child, mode), by job index; raises
         on anything wrong before the caller writes anything."""
         n = len(self.members)
         if n == 0:
@@ -218,9 +217,12 @@ class Workflow:
         for p, c, _ in edges:
             deps[c] += 1
             dependants[p] = True
-        return [
-            self._record(i, m, deps[i], dependants[i]) for i, m in enumerate(self.members)
-        ], edges
+        prepared: dict[tuple[str, int], tuple] = {}  # a group's members share their options
+        records = [
+            (*self._prepared(m, prepared), m.step, deps[i], dependants[i], _encode(m.spec.config))
+            for i, m in enumerate(self.members)
+        ]
+        return records, edges
 
     def _resolve(self, m: _Member) -> list[int]:
         found = []
@@ -238,17 +240,20 @@ class Workflow:
                 )
         return found
 
-    def _record(self, i: int, m: _Member, deps: int, dependants: bool) -> str:
-        opts = dict(m.spec.options)
+    def _prepared(self, m: _Member, cache: dict[tuple[str, int], tuple]) -> tuple:
+        """(type, queue, priority, max_attempts, delay) of ``m``, checked as enqueue does."""
+        key = (m.spec.type, id(m.spec.options))
+        if key in cache:
+            return cache[key]
+        opts = m.spec.options
         unknown = set(opts) - {"queue", "priority", "max_attempts", "run_after"}
         if unknown:
             raise InvalidJobOption(f"step {m.step!r}: unknown options {sorted(unknown)}")
-        run_after = opts.get("run_after")
         new = _prepare(
             m.spec.type,
             queue=opts.get("queue"),
             priority=opts.get("priority"),
-            run_after=run_after,
+            run_after=opts.get("run_after"),
             max_attempts=opts.get("max_attempts"),
             unique_key=None,
             **self.options,
@@ -256,26 +261,32 @@ class Workflow:
         delay = new.delay
         if new.run_at is not None:  # an absolute time: as seconds from now (the database's)
             delay = (new.run_at - _now()).total_seconds()
-        record = json.dumps(
-            {
-                "n": i,
-                "type": new.type,
-                "queue": new.queue,
-                "priority": new.priority,
-                "max_attempts": new.max_attempts,
-                "step": m.step,
-                "deps": deps,
-                "dependants": dependants,
-                "delay": delay,
-            }
-        )
-        return record[:-1] + ',"config":' + _encode(m.spec.config) + "}"
+        cache[key] = (new.type, new.queue, new.priority, new.max_attempts, delay)
+        return cache[key]
 
 
 def _now() -> datetime:
     from django.utils import timezone
 
     return timezone.now()
+
+
+def _columns(records: Sequence[tuple]) -> queries.WorkflowJobs:
+    """A chunk of _plan()'s records, column by column, as the INSERT takes them."""
+    types, queues, priorities, attempts, delays, steps, deps, dependants, configs = zip(
+        *records, strict=True
+    )
+    return queries.WorkflowJobs(
+        configs="[" + ",".join(configs) + "]",
+        types=list(types),
+        queues=list(queues),
+        priorities=list(priorities),
+        max_attempts=list(attempts),
+        steps=list(steps),
+        deps=list(deps),
+        dependants=list(dependants),
+        delays=list(delays),
+    )
 
 
 def _flatten(after: Any) -> list[Step | str]:

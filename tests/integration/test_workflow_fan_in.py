@@ -111,7 +111,8 @@ def test_a_reaped_member_out_of_attempts_fails_and_cancels_its_dependants_transi
 
 
 @pytest.mark.parametrize(
-    ("policy", "expected"), [("cancel", "CANCELLED"), ("continue", "PENDING"), ("ignore", "PENDING")]
+    ("policy", "expected"),
+    [("cancel", "CANCELLED"), ("continue", "PENDING"), ("ignore", "PENDING")],
 )
 def test_the_failure_policy_decides_at_zero(policy, expected):
     wf = Workflow("p", on_failure=policy)

@@ -13,7 +13,10 @@ from django_pgjobs import Batch, InvalidJobOption, UnknownJobType, Workflow, cha
 
 def plan(wf):
     records, edges = wf._plan()
-    return [json.loads(r) for r in records], edges
+    names = ("type", "queue", "priority", "max_attempts", "delay", "step", "deps", "dependants")
+    return [
+        {**dict(zip(names, r, strict=False)), "config": json.loads(r[8])} for r in records
+    ], edges
 
 
 def test_a_dag_plans_its_counters_and_edges():
