@@ -778,7 +778,7 @@ def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
     }
 
 
-def _written(rows: Sequence[tuple], using: str | None) -> set[int]:
+def _written(rows: Sequence[tuple[Any, ...]], using: str | None) -> set[int]:
     """The ids a fan-in statement wrote (first column); the children it cancelled that have
     dependants of their own (second column, the same on every row) are resolved next."""
     if rows and rows[0][1]:
