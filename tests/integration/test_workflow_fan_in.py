@@ -285,3 +285,14 @@ def test_the_reaper_repairs_edges_a_crash_left_open():
     assert status(run["3"][0]) == "CANCELLED"
     assert not workflow_invariants()
     assert "repaired" not in Reaper(using="default").run_once()
+
+
+def test_the_admin_lists_a_workflows_jobs_and_waiting_ones(admin_client):
+    run = chord([("test.echo", {})], ("test.echo", {})).enqueue()
+    chain(("test.echo", {})).enqueue()  # another workflow
+    page = admin_client.get(f"/admin/django_pgjobs/job/?workflow={run.id}")
+    assert page.status_code == 200
+    shown = {j.id for j in page.context["cl"].result_list}
+    assert shown == set(run["header"] + run["callback"])
+    page = admin_client.get("/admin/django_pgjobs/job/?state=WAITING")
+    assert {j.id for j in page.context["cl"].result_list} == set(run["callback"])
