@@ -26,6 +26,16 @@ def settled() -> bool:
     return not Job.objects.filter(status__in=["WAITING", "PENDING", "RUNNING"]).exists()
 
 
+def busy(workers: list) -> object | None:
+    """A worker holding a RUNNING job right now (worker ids are host:pid:suffix)."""
+    holders = {
+        int(w.split(":")[1])
+        for w in Job.objects.filter(status=JobStatus.RUNNING).values_list("locked_by", flat=True)
+        if w and w.count(":") >= 2 and w.split(":")[1].isdigit()
+    }
+    return next((w for w in workers if w.pid in holders), None)
+
+
 def test_group_callbacks_survive_kill_9_of_workers(start_worker, invariants):
     ok = chord(
         [("test.behave", {"do": "ok", "i": i}) for i in range(MEMBERS)],
@@ -42,10 +52,11 @@ def test_group_callbacks_survive_kill_9_of_workers(start_worker, invariants):
     invariants.track(*ok.steps.values(), *batch.steps.values())
     rng = random.Random(29)  # noqa: S311 - reproducible kills
     workers = [start_worker(*FAST, "--concurrency", "4") for _ in range(4)]
-    began = time.monotonic()
-    for at in sorted(rng.uniform(1.5, 6.0) for _ in range(4)):
-        time.sleep(max(0.0, at - (time.monotonic() - began)))
-        victim = workers.pop(rng.randrange(len(workers)))
+    eventually(Execution.objects.exists, timeout=60, message="the workers run members")
+    for _ in range(4):  # each kill takes down a worker in the middle of runs
+        time.sleep(rng.uniform(0.1, 1.0))
+        victim = busy(workers) or workers[rng.randrange(len(workers))]
+        workers.remove(victim)
         victim.signal(signal.SIGKILL)
         assert victim.wait(timeout=30) == -signal.SIGKILL
         workers.append(start_worker(*FAST, "--concurrency", "4"))
