@@ -29,7 +29,11 @@ def test_two_last_members_finalized_at_once_release_the_callback_once():
         start = threading.Barrier(2)
         written: list[set[int]] = []
 
-        def finalize(row: queries.ClaimedRow) -> None:
+        def finalize(
+            row: queries.ClaimedRow,
+            start: threading.Barrier = start,
+            written: list[set[int]] = written,
+        ) -> None:
             try:
                 start.wait(timeout=10)
                 done = Completion(row.id, row.lease_token, row.attempts, "COMPLETED")
