@@ -7,6 +7,7 @@ Public API::
     from django_pgjobs import Cancelled                       # a handler ends its job CANCELLED
     from django_pgjobs import cancel, retry_now, run_now, duplicate, delete_finished  # operators
     from django_pgjobs import Workflow, Batch, chain, group, chord, job   # workflows.py
+    from django_pgjobs import cancel_workflow
 """
 
 # The one place the version is written: pyproject.toml reads it ([tool.setuptools.dynamic]),
@@ -29,7 +30,15 @@ from .exceptions import (
     UnknownJobType,
 )
 from .on_commit import enqueue_on_commit
-from .operations import Cancellation, cancel, delete_finished, duplicate, retry_now, run_now
+from .operations import (
+    Cancellation,
+    cancel,
+    cancel_workflow,
+    delete_finished,
+    duplicate,
+    retry_now,
+    run_now,
+)
 from .registry import handler
 from .scheduler import schedule
 from .status import JobStatus
@@ -59,6 +68,7 @@ __all__ = [
     "group",
     "job",
     "cancel",
+    "cancel_workflow",
     "delete_finished",
     "duplicate",
     "enqueue",

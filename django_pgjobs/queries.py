@@ -1071,24 +1071,15 @@ def run_now(ids: Iterable[int], using: str | None = None) -> list[int]:
         return [r[0] for r in cur.fetchall()]
 
 
-# A waiting workflow step is cancelled as a pending job is; the jobs it cancels resolve their
-# edges in the same statement.
+# A waiting workflow step is cancelled as a pending job is. The edges of the jobs it cancels
+# are resolved by the next statement (resolve_ended), not by a fan-in in this one: a child
+# cancelled here too would be written twice by one statement (PostgreSQL skips the second).
 _CANCEL = f"""
-WITH fin AS (
-    UPDATE {T} SET status = {CANCELLED_SQL}, finished_at = now(), updated_at = now(),
-        error = COALESCE(error, 'cancelled')
-    WHERE id = ANY(%(ids)s::bigint[]) AND status IN ({PENDING_SQL}, {WAITING_SQL})
-    RETURNING id, status, step, has_dependants
-), ended AS (
-    SELECT id, status, step FROM fin WHERE has_dependants
-), {_FAN_IN.strip()}
-SELECT id, (SELECT ids FROM cascade), (SELECT count(*) FROM wake) FROM fin
+UPDATE {T} SET status = {CANCELLED_SQL}, finished_at = now(), updated_at = now(),
+    error = COALESCE(error, 'cancelled')
+WHERE id = ANY(%(ids)s::bigint[]) AND status IN ({PENDING_SQL}, {WAITING_SQL})
+RETURNING id, has_dependants
 """
-
-
-@functools.cache
-def _cancel_sql(channel: str) -> str:
-    return _fan_in_sql(_CANCEL, channel)
 
 
 def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], list[int]]:
@@ -1099,12 +1090,10 @@ def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], lis
     """
     ids = list(ids)
     alias = using or conf.get("DATABASE")
-    channel = conf.get("NOTIFY_CHANNEL")
     with transaction.atomic(using=alias), db.cursor(alias) as cur:
-        cur.execute(_cancel_sql(channel), {"ids": ids, "channel": channel})
+        cur.execute(_CANCEL, {"ids": ids})
         rows = cur.fetchall()
-        if rows and rows[0][1]:
-            resolve_ended(rows[0][1], using=alias)
+        resolve_ended([r[0] for r in rows if r[1]], using=alias)
         cancelled = [r[0] for r in rows]
         cur.execute(
             f"""UPDATE {T} SET cancel_requested = true, updated_at = now()

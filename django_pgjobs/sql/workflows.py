@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import db
+from ..status import ACTIVE_STATUSES, JobStatus, sql_in
 from ..tables import DEPENDENCY_TABLE, JOB_TABLE, WORKFLOW_TABLE
 
 _INSERT_WORKFLOW_ROW = f"""
@@ -72,3 +73,17 @@ def db_json(value: Any) -> Any:
     if isinstance(value, str):
         return json.loads(value)
     return value
+
+
+_ACTIVE_JOBS = f"""
+SELECT id FROM {JOB_TABLE}
+WHERE workflow_id = %s AND status IN {sql_in(JobStatus.WAITING, *ACTIVE_STATUSES)}
+ORDER BY id
+"""
+
+
+def active_jobs(workflow_id: int, using: str | None = None) -> list[int]:
+    """The jobs of a workflow not yet ended (through the workflow index)."""
+    with db.cursor(using) as cur:
+        cur.execute(_ACTIVE_JOBS, [workflow_id])
+        return [r[0] for r in cur.fetchall()]

@@ -296,3 +296,20 @@ def test_the_admin_lists_a_workflows_jobs_and_waiting_ones(admin_client):
     assert shown == set(run["header"] + run["callback"])
     page = admin_client.get("/admin/django_pgjobs/job/?state=WAITING")
     assert {j.id for j in page.context["cl"].result_list} == set(run["callback"])
+
+
+def test_cancel_workflow_ends_every_job_not_yet_ended():
+    from django_pgjobs import cancel_workflow
+
+    wf = Workflow("c")
+    a = wf.add("a", "test.echo", {})
+    b = wf.add("b", "test.echo", {})
+    wf.add("c", "test.echo", {}, after=[a, b])
+    run = wf.enqueue()
+    other = chain(("test.echo", {})).enqueue()
+    running = [r for r in claim(limit=1)]
+    assert running[0].id == run["a"][0]
+    result = cancel_workflow(run)
+    assert result.requested == run["a"] and sorted(result.cancelled) == run["b"] + run["c"]
+    assert status(other["1"][0]) == "PENDING"
+    assert not workflow_invariants()
