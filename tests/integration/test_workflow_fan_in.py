@@ -313,3 +313,16 @@ def test_cancel_workflow_ends_every_job_not_yet_ended():
     assert result.requested == run["a"] and sorted(result.cancelled) == run["b"] + run["c"]
     assert status(other["1"][0]) == "PENDING"
     assert not workflow_invariants()
+
+
+def test_a_manual_retry_of_an_ended_parent_counts_nothing_again():
+    run = chord([("test.echo", {}), ("test.echo", {})], ("test.echo", {})).enqueue()
+    rows = claim()
+    queries.finalize([done(rows[0], status="FAILED", error="x")])
+    assert queries.retry_now([rows[0].id]) == [rows[0].id]
+    (again,) = claim()
+    queries.finalize([done(again)])  # its edge was resolved by the first end: not again
+    assert counters(run["callback"][0]) == ("WAITING", 1, 1)
+    queries.finalize([done(rows[1])])
+    assert status(run["callback"][0]) == "CANCELLED"  # decided by the first outcome (part 7)
+    assert not workflow_invariants()
