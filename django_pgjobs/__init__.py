@@ -6,6 +6,8 @@ Public API::
                               JobStatus, Retry, Fail
     from django_pgjobs import Cancelled                       # a handler ends its job CANCELLED
     from django_pgjobs import cancel, retry_now, run_now, duplicate, delete_finished  # operators
+    from django_pgjobs import Workflow, Batch, chain, group, chord, job   # workflows.py
+    from django_pgjobs import cancel_workflow
 """
 
 # The one place the version is written: pyproject.toml reads it ([tool.setuptools.dynamic]),
@@ -28,10 +30,19 @@ from .exceptions import (
     UnknownJobType,
 )
 from .on_commit import enqueue_on_commit
-from .operations import Cancellation, cancel, delete_finished, duplicate, retry_now, run_now
+from .operations import (
+    Cancellation,
+    cancel,
+    cancel_workflow,
+    delete_finished,
+    duplicate,
+    retry_now,
+    run_now,
+)
 from .registry import handler
 from .scheduler import schedule
 from .status import JobStatus
+from .workflows import Batch, JobSpec, Workflow, WorkflowRun, chain, chord, group, job
 
 __all__ = [
     "Cancelled",
@@ -47,8 +58,17 @@ __all__ = [
     "PgJobsError",
     "Retry",
     "UnknownJobType",
+    "Batch",
     "Cancellation",
+    "JobSpec",
+    "Workflow",
+    "WorkflowRun",
+    "chain",
+    "chord",
+    "group",
+    "job",
     "cancel",
+    "cancel_workflow",
     "delete_finished",
     "duplicate",
     "enqueue",

@@ -155,6 +155,7 @@ class StateFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [
+            ("WAITING", "Waiting (workflow step)"),
             ("PENDING", "Pending (all)"),
             ("due", "Pending, due now"),
             ("scheduled", "Scheduled (due later)"),
@@ -224,6 +225,23 @@ class TenantFilter(_ValueFilter):
         return recent_values("tenant_id")
 
 
+class WorkflowFilter(admin.SimpleListFilter):
+    """The jobs of one workflow (``?workflow=<id>``); shown only while in use."""
+
+    title = "workflow"
+    parameter_name = "workflow"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        chosen = self.value()
+        return [(chosen, f"#{chosen}")] if chosen and chosen.isdigit() else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        chosen = self.value()
+        if chosen and chosen.isdigit():
+            return queryset.filter(workflow_id=int(chosen))
+        return queryset
+
+
 class FinishedWithinFilter(admin.SimpleListFilter):
     title = "finished within"
     parameter_name = "finished"
@@ -274,6 +292,7 @@ class JobAdmin(admin.ModelAdmin):
         FinishedWithinFilter,
         HasErrorFilter,
         TenantFilter,
+        WorkflowFilter,
     )
     search_fields = ("=id",)  # shows the box; get_search_results does the indexed search
     search_help_text = "Job id, trace id (or its first characters), or job type (or its beginning)."

@@ -392,6 +392,13 @@ SETTINGS: list[Setting] = [
         "longer errors/tracebacks keep their head and tail",
     ),
     Setting(
+        "WORKFLOW_MAX_JOBS",
+        100_000,
+        Int(1),
+        "pgjobs.E003",
+        "most jobs one workflow or batch may enqueue (workflows.py)",
+    ),
+    Setting(
         "AUTODISCOVER_MODULES",
         ["jobs", "tasks"],
         Strings(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -176,5 +176,47 @@ class JobContext:
         entry.update(details)
         self.item_errors.append(entry)
 
+    # --- workflows: what this job's dependencies left (read when asked, never copied) ---
+
+    def upstream(self, step: str) -> dict[str, Any]:
+        """The result of this job's dependency ``step`` (one indexed read); LookupError if it
+        has none of that step, ValueError if the step is a group (see upstream_results)."""
+        found = _workflow_sql().upstream(self.id, step, limit=2, using=_queue_database())
+        if not found:
+            raise LookupError(f"job {self.id} has no dependency of step {step!r}")
+        if len(found) > 1:
+            raise ValueError(f"step {step!r} is a group: read it with upstream_results({step!r})")
+        return found[0][3]
+
+    def upstream_results(self, step: str | None = None, page: int = 1000) -> Iterator[Any]:
+        """The results of this job's dependencies (of ``step``), by job id, read ``page`` at a
+        time: a group of any size without holding it in memory."""
+        after = 0
+        while True:
+            rows = _workflow_sql().upstream(
+                self.id, step, after=after, limit=page, using=_queue_database()
+            )
+            yield from (r[3] for r in rows)
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
+
+    @property
+    def dependencies(self) -> dict[str, list[int]]:
+        """This job's dependencies' ids by outcome (COMPLETED, FAILED, ..., open)."""
+        return _workflow_sql().dependencies(self.id, using=_queue_database())
+
     def __repr__(self) -> str:
         return f"<JobContext {self.type}#{self.id} attempt {self.attempts}/{self.max_attempts}>"
+
+
+def _workflow_sql() -> Any:
+    from .sql import workflows
+
+    return workflows
+
+
+def _queue_database() -> str:
+    from . import conf
+
+    return str(conf.get("DATABASE"))

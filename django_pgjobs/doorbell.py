@@ -66,9 +66,9 @@ def _probe(cls: int, key: str) -> str:
     )
 
 
-def ring_sql(channel: str, due: str, queue: str) -> str:
-    """The NOTIFY on ``channel`` (one ``%s`` parameter) when ``due`` holds and a worker of the
-    row's queue sleeps, else NULL; ``due`` and ``queue`` are SQL expressions of the row."""
+def ring_sql(channel: str, due: str, queue: str, param: str = "%s") -> str:
+    """The NOTIFY on ``channel`` (the parameter ``param``) when ``due`` holds and a worker of
+    the row's queue sleeps, else NULL; ``due`` and ``queue`` are SQL expressions of the row."""
     k = channel_key(channel)
     ring = (
         f"CASE WHEN NOT ({due}) THEN false"
@@ -77,7 +77,7 @@ def ring_sql(channel: str, due: str, queue: str) -> str:
         + _probe(queue_class(channel), f"hashtext({queue})")
         + " ELSE false END"
     )
-    return f"CASE WHEN {ring} THEN pg_notify(%s, {queue})::text END"
+    return f"CASE WHEN {ring} THEN pg_notify({param}, {queue})::text END"
 
 
 def arm_sql(channel: str, queues: list[str] | None = None) -> str:

@@ -267,6 +267,9 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
         "updated_at": row[2],
         "history": [],
         "cancel_requested": False,
+        "deps_open": 0,
+        "deps_failed": 0,
+        "has_dependants": False,
     }
     if _plain_construction(Job):
         job = Job.__new__(Job)

@@ -12,8 +12,9 @@ from django.db import models
 from django.db.models import BooleanField, F, Func, Q
 from django.db.models.functions import Now
 
-from .status import ACTIVE_STATUSES, JobStatus
+from .status import ACTIVE_STATUSES, EDGE_MODES, ON_FAILURE, JobStatus
 from .tables import (
+    DEPENDENCY_TABLE,
     DEPTH_SAMPLE_TABLE,
     JOB_TABLE,
     QUEUE_TABLE,
@@ -22,6 +23,7 @@ from .tables import (
     STAT_MINUTE_TABLE,
     UNIQUE_TABLE,
     WORKER_TABLE,
+    WORKFLOW_TABLE,
 )
 from .validation import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_DB_PATTERN
 
@@ -106,6 +108,13 @@ class Job(models.Model):
     debounce_key = models.CharField(max_length=255, null=True, blank=True)
     # The priority given at enqueue, kept once aging (PGJOBS["AGING"]) has lifted `priority`.
     base_priority = models.SmallIntegerField(null=True, blank=True)
+    # Workflows (workflows.py): the step this job is, and its dependencies' counters, written
+    # by the fan-in of the statement that ends each dependency (queries.py).
+    workflow_id = models.BigIntegerField(null=True, blank=True)
+    step = models.CharField(max_length=255, null=True, blank=True)
+    deps_open = models.IntegerField(default=0, db_default=0, help_text="Dependencies not ended.")
+    deps_failed = models.IntegerField(default=0, db_default=0, help_text="Dependencies failed.")
+    has_dependants = models.BooleanField(default=False, db_default=False)
 
     objects = QueueManager()
 
@@ -218,6 +227,12 @@ class Job(models.Model):
                 name="pgjobs_job_prune_idx",
                 condition=Q(status__in=PROBLEM_STATUSES),
             ),
+            # A workflow's steps (job.upstream, the admin's filter); plain jobs are not in it.
+            models.Index(
+                fields=["workflow_id", "step"],
+                name="pgjobs_job_workflow_idx",
+                condition=Q(workflow_id__isnull=False),
+            ),
         ]
         # Admin actions, each behind its own permission (delete uses Django's delete_job).
         permissions = [
@@ -248,6 +263,60 @@ class UniqueWindow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} until {self.until.isoformat()}"
+
+
+class Workflow(models.Model):
+    """A set of jobs linked by dependencies (workflows.py). Its state is its jobs' states."""
+
+    id = models.BigAutoField(primary_key=True)
+    name = models.CharField(max_length=255)
+    on_failure = models.CharField(max_length=16, default="cancel", db_default="cancel")
+    created_at = models.DateTimeField(db_default=Now())
+
+    objects = QueueManager()
+
+    class Meta:
+        db_table = WORKFLOW_TABLE
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(on_failure__in=ON_FAILURE), name="pgjobs_workflow_on_failure"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}#{self.id}"
+
+
+class Dependency(models.Model):
+    """An edge: ``child`` waits for ``parent``. ``outcome`` is the parent's terminal status,
+    written once, by the statement that ended the parent (NULL: still open)."""
+
+    pk = models.CompositePrimaryKey("parent_id", "child_id")
+    parent_id = models.BigIntegerField()
+    child_id = models.BigIntegerField()
+    mode = models.CharField(max_length=16)
+    outcome = models.CharField(max_length=32, null=True, blank=True)
+
+    objects = QueueManager()
+
+    class Meta:
+        db_table = DEPENDENCY_TABLE
+        constraints = [
+            models.CheckConstraint(condition=Q(mode__in=EDGE_MODES), name="pgjobs_dependency_mode"),
+        ]
+        indexes = [
+            models.Index(fields=["child_id"], name="pgjobs_dependency_child_idx"),
+            # Open edges (the repair pass): empty once every parent has ended.
+            models.Index(
+                fields=["parent_id"],
+                name="pgjobs_dependency_open_idx",
+                condition=Q(outcome__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.parent_id} -> {self.child_id} ({self.mode}: {self.outcome or 'open'})"
 
 
 class Worker(models.Model):

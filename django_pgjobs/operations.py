@@ -1,12 +1,14 @@
 """The operator's actions on jobs, public: ``django_pgjobs.cancel(ids)``, ``retry_now``,
-``run_now``, ``duplicate``, ``delete_finished``. Each takes one job id or many (ids or Job
-rows) and returns what it changed; a job not in a state the action applies to is skipped and
-left as it is. The admin's actions call these."""
+``run_now``, ``duplicate``, ``delete_finished`` (and ``cancel_workflow``). Each takes one job
+id or many (ids or Job rows) and returns what it changed; a job not in a state the action
+applies to is skipped and left as it is. The admin's actions call these."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+from django.db import transaction
 
 from . import conf, queries, registry
 
@@ -44,6 +46,22 @@ def cancel(ids: JobIds, *, using: str | None = None) -> Cancellation:
     """PENDING jobs end CANCELLED at once; RUNNING ones get a cancel request, which their
     handler sees as ``job.cancel_requested`` (and ends them by raising ``Cancelled``)."""
     cancelled, requested = queries.cancel(job_ids(ids), using=using)
+    return Cancellation(cancelled, requested)
+
+
+def cancel_workflow(workflow: Any, *, using: str | None = None) -> Cancellation:
+    """Cancel every job of a workflow (its id, or what ``enqueue()`` returned) not yet
+    ended: WAITING and PENDING ones at once, RUNNING ones by request; in one transaction."""
+    from .sql import workflows
+
+    workflow_id = getattr(workflow, "id", workflow)
+    if not isinstance(workflow_id, int) or isinstance(workflow_id, bool):
+        raise TypeError(f"expected a workflow id or a WorkflowRun, got {workflow!r}"[:300])
+    alias = using or conf.get("DATABASE")
+    with transaction.atomic(using=alias):
+        cancelled, requested = queries.cancel(
+            workflows.active_jobs(workflow_id, using=alias), using=alias
+        )
     return Cancellation(cancelled, requested)
 
 

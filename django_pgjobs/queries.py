@@ -4,6 +4,8 @@
 Every transition of the state machine is one statement here, fenced by the database:
 
     enqueue      (nothing)  -> PENDING              INSERT (+ NOTIFY if a worker sleeps)
+    workflow     (nothing)  -> WAITING | PENDING    a step waits for its dependencies to end
+    fan-in       WAITING    -> PENDING | CANCELLED  in the statement that ends its last dependency
     claim        PENDING    -> RUNNING              lock with SKIP LOCKED, attempts + 1, new lease
     heartbeat    RUNNING    -> RUNNING              extend the lease of jobs we still hold
     progress     RUNNING    -> RUNNING              the handler's latest job.progress(...)
@@ -12,7 +14,7 @@ Every transition of the state machine is one statement here, fenced by the datab
     reap         RUNNING    -> PENDING | FAILED     lease expired (worker died)
     retry        FAILED | COMPLETED_WITH_ERRORS | CANCELLED -> PENDING   (manual)
     run_now      PENDING (later) -> PENDING (due now)                    (manual)
-    cancel       PENDING -> CANCELLED; RUNNING -> cancel requested       (manual)
+    cancel       PENDING | WAITING -> CANCELLED; RUNNING -> cancel requested (manual)
     duplicate    (nothing)  -> PENDING              a fresh copy of each job (manual)
     note         any        -> same                 who did an operator action, in the history
     delete       terminal   -> (gone)               operator delete of finished jobs
@@ -41,13 +43,15 @@ from .status import (
     ACTIVE_SQL,
     CANCELLED_SQL,
     FAILED_SQL,
+    FAILURE_SQL,
     PENDING_SQL,
     RETRYABLE_SQL,
     RUNNING_SQL,
     TERMINAL_SQL,
     TERMINAL_STATUSES,
+    WAITING_SQL,
 )
-from .tables import JOB_TABLE, QUEUE_TABLE, UNIQUE_TABLE
+from .tables import DEPENDENCY_TABLE, JOB_TABLE, QUEUE_TABLE, UNIQUE_TABLE, WORKFLOW_TABLE
 from .validation import decode_config
 
 T = JOB_TABLE
@@ -287,6 +291,88 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
             )
             ids.extend(r[0] for r in cur.fetchall())
     return ids
+
+
+# A workflow's jobs (workflows.py), many types and options in one statement per chunk: a step
+# with dependencies starts WAITING, counting them in deps_open; the others PENDING (doorbell).
+_INSERT_WORKFLOW = f"""
+WITH ins AS (
+    INSERT INTO {T} ({_INSERT_COLUMNS}, status, workflow_id, step, deps_open, has_dependants)
+    SELECT r.type, r.queue, r.priority, r.config, %(trace_id)s, %(tenant_id)s, %(operated_by)s,
+           r.max_attempts, NULL, now() + r.delay * interval '1 second',
+           CASE WHEN r.deps > 0 THEN {WAITING_SQL} ELSE {PENDING_SQL} END,
+           %(workflow_id)s, r.step, r.deps, r.dependants
+    FROM ROWS FROM (
+        jsonb_array_elements(%(configs)s::jsonb), unnest(%(types)s::text[]),
+        unnest(%(queues)s::text[]), unnest(%(priorities)s::smallint[]),
+        unnest(%(max_attempts)s::int[]), unnest(%(steps)s::text[]), unnest(%(deps)s::int[]),
+        unnest(%(dependants)s::boolean[]), unnest(%(delays)s::float8[])
+    ) WITH ORDINALITY AS r(config, type, queue, priority, max_attempts, step, deps, dependants,
+                           delay, n)
+    ORDER BY r.n
+    RETURNING id, run_after, queue, status
+), wake AS (
+    SELECT {{ring}} FROM (SELECT DISTINCT queue FROM ins
+                         WHERE status = {PENDING_SQL} AND run_after <= now()) due
+)
+SELECT id, (SELECT count(*) FROM wake) FROM ins ORDER BY id
+"""
+
+
+@dataclass(slots=True)
+class WorkflowJobs:
+    """One chunk of a workflow's jobs, column by column (configs: one JSON array's text)."""
+
+    configs: str
+    types: list[str]
+    queues: list[str]
+    priorities: list[int]
+    max_attempts: list[int]
+    steps: list[str]
+    deps: list[int]
+    dependants: list[bool]
+    delays: list[float]
+
+
+@functools.cache
+def _insert_workflow_sql(channel: str) -> str:
+    return _INSERT_WORKFLOW.format(
+        ring=doorbell.ring_sql(channel, "true", "due.queue", "%(channel)s")
+    )
+
+
+def insert_workflow_jobs(
+    workflow_id: int,
+    jobs: WorkflowJobs,
+    *,
+    trace_id: str | None,
+    tenant_id: str | None,
+    operated_by: str | None,
+    using: str | None = None,
+) -> list[int]:
+    """Insert one chunk of a workflow's jobs (workflows.py); returns their ids in order."""
+    channel = conf.get("NOTIFY_CHANNEL")
+    with db.cursor(using) as cur:
+        cur.execute(
+            _insert_workflow_sql(channel),
+            {
+                "configs": jobs.configs,
+                "types": jobs.types,
+                "queues": jobs.queues,
+                "priorities": jobs.priorities,
+                "max_attempts": jobs.max_attempts,
+                "steps": jobs.steps,
+                "deps": jobs.deps,
+                "dependants": jobs.dependants,
+                "delays": jobs.delays,
+                "workflow_id": workflow_id,
+                "trace_id": trace_id,
+                "tenant_id": tenant_id,
+                "operated_by": operated_by,
+                "channel": channel,
+            },
+        )
+        return [r[0] for r in cur.fetchall()]
 
 
 # --- claim -------------------------------------------------------------------------------------
@@ -599,6 +685,129 @@ _PROGRESS_VALUE = (
     "'at', now() - (v.progress ->> 'age')::float8 * interval '1 second')"
 )
 
+# --- fan-in (workflows.py) ----------------------------------------------------------------------
+
+# The CTEs every statement that ends jobs carries after its own CTE `ended` (id, status, step of
+# the jobs it ended that have dependants): each open edge of those jobs is resolved once (the
+# `outcome IS NULL` test, re-checked on the latest row version, makes a duplicate finalize, a
+# stale one or a second resolver count nothing), the children are locked in id order (two
+# finalizes never deadlock on them), and each child's counter is decremented on its locked row;
+# at zero, in the same UPDATE, it becomes PENDING or CANCELLED by its edges' mode and the
+# workflow's on_failure. Never decided by counting siblings: two last members finishing at once
+# would each see the other RUNNING in their snapshot. With no row in `ended` (a plain job) the
+# edges' index scan, inside a nested loop over `ended`, never runs: pgjobs_dependency is not
+# read (tests/integration/test_workflow_fan_in.py checks the plan). `cascade`: the children this
+# statement cancelled that have dependants of their own, resolved by the caller's next
+# statement (resolve_ended); `wake`: the doorbell, for the children it made PENDING.
+_FAN_IN = f"""
+resolved AS (
+    UPDATE {DEPENDENCY_TABLE} d SET outcome = e.status
+    FROM ended e
+    WHERE d.parent_id = e.id AND d.outcome IS NULL
+    RETURNING d.child_id, d.mode, d.outcome,
+              COALESCE(e.step, '?') || ' (job ' || e.id || ')' AS parent
+), tally AS (
+    SELECT child_id, count(*) AS n, count(*) FILTER (WHERE outcome IN {FAILURE_SQL}) AS failed,
+           min(mode) AS mode, min(parent) FILTER (WHERE outcome IN {FAILURE_SQL}) AS culprit
+    FROM resolved GROUP BY child_id
+), locked AS (
+    SELECT c.id, c.status AS was, c.deps_open - t.n AS open, c.deps_failed, t.failed,
+           t.mode, t.culprit, COALESCE(w.on_failure, 'cancel') AS policy
+    FROM tally t JOIN {T} c ON c.id = t.child_id
+    LEFT JOIN {WORKFLOW_TABLE} w ON w.id = c.workflow_id
+    WHERE c.id = ANY(ARRAY(SELECT child_id FROM tally))
+    ORDER BY c.id
+    FOR UPDATE OF c
+), counted AS (
+    SELECT id, was, open, mode, culprit, policy,
+           CASE WHEN policy = 'ignore' THEN 0 ELSE failed END AS newly_failed,
+           deps_failed + CASE WHEN policy = 'ignore' THEN 0 ELSE failed END AS failed
+    FROM locked
+), decided AS (
+    SELECT *, CASE
+        WHEN was <> {WAITING_SQL} OR open > 0 THEN was
+        WHEN CASE mode WHEN 'complete' THEN true
+                       WHEN 'failure' THEN failed > 0
+                       ELSE failed = 0 OR policy <> 'cancel' END THEN {PENDING_SQL}
+        ELSE {CANCELLED_SQL} END AS status
+    FROM counted
+), woke AS (
+    UPDATE {T} c
+    SET deps_open = d.open,
+        deps_failed = d.failed,
+        status = d.status,
+        error = CASE
+            WHEN d.status = {CANCELLED_SQL} AND d.was = {WAITING_SQL} AND d.mode = 'failure'
+            THEN 'cancelled: no dependency failed'
+            WHEN d.status = {CANCELLED_SQL} AND d.was = {WAITING_SQL}
+            THEN 'cancelled: ' || COALESCE(c.error, 'dependency failed: step ' || d.culprit)
+            WHEN d.newly_failed > 0
+            THEN COALESCE(c.error, 'dependency failed: step ' || d.culprit)
+            ELSE c.error END,
+        finished_at = CASE WHEN d.status = {CANCELLED_SQL} AND d.was = {WAITING_SQL}
+                           THEN clock_timestamp() ELSE c.finished_at END,
+        updated_at = now()
+    FROM decided d
+    WHERE c.id = d.id
+    RETURNING c.id, c.status, c.queue, c.has_dependants, d.was
+), cascade AS (
+    SELECT array_agg(id) AS ids FROM woke
+    WHERE status = {CANCELLED_SQL} AND was = {WAITING_SQL} AND has_dependants
+), wake AS (
+    SELECT {{ring}} FROM (SELECT DISTINCT queue FROM woke WHERE status = {PENDING_SQL}) q
+)"""
+
+
+def _fan_in_sql(statement: str, channel: str) -> str:
+    """``statement`` (holding ``{ring}``) with the doorbell on ``channel``."""
+    return statement.format(ring=doorbell.ring_sql(channel, "true", "q.queue", "%(channel)s"))
+
+
+# The fan-in of jobs that ended in an earlier statement: the children a fan-in cancelled
+# (`cascade`, resolved level by level), and the repair of any edge left open by an ended parent.
+_RESOLVE_ENDED = f"""
+WITH ended AS (
+    SELECT id, status, step FROM {T}
+    WHERE id = ANY(%(ids)s::bigint[]) AND status IN {TERMINAL_SQL} AND has_dependants
+), {_FAN_IN.strip()}
+SELECT (SELECT ids FROM cascade), (SELECT count(*) FROM wake)
+"""
+
+
+@functools.cache
+def _resolve_ended_sql(channel: str) -> str:
+    return _fan_in_sql(_RESOLVE_ENDED, channel)
+
+
+def resolve_ended(ids: Sequence[int], using: str | None = None) -> None:
+    """Resolve the open edges of the ended jobs ``ids``, and of the dependants that cancels,
+    level by level (each level one statement; a level is a step of the DAG)."""
+    channel = conf.get("NOTIFY_CHANNEL")
+    with db.cursor(using) as cur:
+        while ids:
+            cur.execute(_resolve_ended_sql(channel), {"ids": list(ids), "channel": channel})
+            ids = cur.fetchone()[0] or []
+
+
+_OPEN_EDGES_OF_ENDED = f"""
+SELECT p.id FROM {T} p
+WHERE p.id IN (SELECT parent_id FROM {DEPENDENCY_TABLE} WHERE outcome IS NULL)
+  AND p.status IN {TERMINAL_SQL}
+LIMIT %s
+"""
+
+
+def repair_open_edges(limit: int = 1000, using: str | None = None) -> int:
+    """Resolve the edges left open by parents that ended (a crash between a fan-in that
+    cancelled a child and the resolution of that child's own edges); returns how many parents.
+    Through the open edges' partial index: empty when every workflow is settled."""
+    with db.cursor(using) as cur:
+        cur.execute(_OPEN_EDGES_OF_ENDED, [limit])
+        ids = [r[0] for r in cur.fetchall()]
+    resolve_ended(ids, using=using)
+    return len(ids)
+
+
 # Plan safety (the lease-fenced writes below). The fence is the lease token: the CHECK
 # pgjobs_job_lease_iff_running makes a non-NULL token mean RUNNING, so the statements do not
 # repeat the status test, which could steer the planner to the partial lease index (a hash join
@@ -611,7 +820,7 @@ WITH v AS (
         duration_ms bigint, delay double precision, run_at timestamptz, note text,
         progress jsonb)
     LIMIT %(n_completions)s
-)
+), fin AS (
 UPDATE {T} j
 SET status = v.status,
     result = CASE WHEN v.result IS NULL THEN j.result ELSE j.result || v.result END,
@@ -631,7 +840,11 @@ SET status = v.status,
     updated_at = now()
 FROM v
 WHERE j.id = v.id AND j.lease_token = v.token AND j.attempts = v.attempt
-RETURNING j.id
+RETURNING j.id, j.status, j.step, j.has_dependants
+), ended AS (  -- a retry (PENDING) resolves nothing
+    SELECT id, status, step FROM fin WHERE has_dependants AND status <> {PENDING_SQL}
+), {_FAN_IN.strip()}
+SELECT id, (SELECT ids FROM cascade), (SELECT count(*) FROM wake) FROM fin
 """
 
 
@@ -677,15 +890,34 @@ def finalize(completions: Sequence[Completion], using: str | None = None) -> set
     if not completions:
         return set()
     cur = db.prepared_cursor(using)
-    cur.execute(_FINALIZE, _finalize_params(completions))
-    return {r[0] for r in cur.fetchall()}
+    cur.execute(finalize_sql(), _finalize_params(completions))
+    return _written(cur.fetchall(), using)
+
+
+@functools.cache
+def _finalize_sql(channel: str) -> str:
+    return _fan_in_sql(_FINALIZE, channel)
+
+
+def finalize_sql() -> str:
+    """The finalize statement (with its fan-in) for PGJOBS["NOTIFY_CHANNEL"]."""
+    return _finalize_sql(conf.get("NOTIFY_CHANNEL"))
 
 
 def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
     return {
         "completions": "[" + ",".join(map(_completion_json, completions)) + "]",
         "n_completions": len(completions),
+        "channel": conf.get("NOTIFY_CHANNEL"),
     }
+
+
+def _written(rows: Sequence[tuple[Any, ...]], using: str | None) -> set[int]:
+    """The ids a fan-in statement wrote (first column); the children it cancelled that have
+    dependants of their own (second column, the same on every row) are resolved next."""
+    if rows and rows[0][1]:
+        resolve_ended(rows[0][1], using=using)
+    return {r[0] for r in rows}
 
 
 def _completion_json(c: Completion) -> str:
@@ -741,15 +973,17 @@ def finalize_and_claim(
         conn = connections[alias]
         fin, cl = db.prepared_cursor(alias, 0), db.prepared_cursor(alias, 1)
         with db.pipeline(conn):
-            fin.execute(_FINALIZE, _finalize_params(completions))
+            fin.execute(finalize_sql(), _finalize_params(completions))
             cl.execute(_CLAIM, _claim_params(**claim_args))  # fair: never pipelined
-        return {r[0] for r in fin.fetchall()}, _rows(cl)
+        finalized, claimed = fin.fetchall(), _rows(cl)
+        return _written(finalized, alias), claimed
     params = {**_claim_params(**claim_args), **_finalize_params(completions)}
     with db.cursor(alias) as cur:
-        cur.execute(_FINALIZE + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
-        written = {r[0] for r in cur.fetchall()}
+        cur.execute(finalize_sql() + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
+        finalized = cur.fetchall()
         cur.nextset()
-        return written, _rows(cur)
+        claimed = _rows(cur)
+    return _written(finalized, alias), claimed
 
 
 # --- leases ------------------------------------------------------------------------------------
@@ -847,6 +1081,7 @@ FOR UPDATE SKIP LOCKED
 """
 
 _REAP = f"""
+WITH fin AS (
 UPDATE {T} j
 SET status = v.status,
     error = 'lease expired: worker ' || COALESCE(j.locked_by, '?')
@@ -861,8 +1096,19 @@ SET status = v.status,
     updated_at = now()
 FROM unnest(%(ids)s::bigint[], %(statuses)s::text[], %(delays)s::float8[]) AS v(id, status, delay)
 WHERE j.id = v.id AND j.status = {RUNNING_SQL} AND j.lease_expires_at < COALESCE(%(now)s, now())
-RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts
+RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts, j.step, j.has_dependants
+), ended AS (  -- exhausted: FAILED, resolved by the fan-in; with attempts left, nothing
+    SELECT id, status, step FROM fin WHERE has_dependants AND status = {FAILED_SQL}
+), {_FAN_IN.strip()}
+SELECT id, type, status, attempts, max_attempts, (SELECT ids FROM cascade),
+       (SELECT count(*) FROM wake)
+FROM fin
 """
+
+
+@functools.cache
+def _reap_sql(channel: str) -> str:
+    return _fan_in_sql(_REAP, channel)
 
 
 def reap(
@@ -901,16 +1147,21 @@ def reap(
             fate(job_type, attempts, max_attempts)
             for _, job_type, attempts, max_attempts in expired
         ]
+        channel = conf.get("NOTIFY_CHANNEL")
         cur.execute(
-            _REAP,
+            _reap_sql(channel),
             {
                 "now": now,
                 "ids": [r[0] for r in expired],
                 "statuses": [str(d.status) for d in decisions],
                 "delays": [d.delay or 0.0 for d in decisions],
+                "channel": channel,
             },
         )
-        return [tuple(r) for r in cur.fetchall()]
+        rows = cur.fetchall()
+        if rows and rows[0][5]:
+            resolve_ended(rows[0][5], using=alias)
+        return [tuple(r[:5]) for r in rows]
 
 
 # --- operator actions (admin, management commands) ---------------------------------------------
@@ -929,10 +1180,12 @@ _HISTORY_MANUAL_RETRY = history_appended(
 
 def retry_now(ids: Iterable[int], using: str | None = None) -> list[int]:
     """FAILED / COMPLETED_WITH_ERRORS / CANCELLED -> PENDING, due now, with a fresh attempt
-    budget."""
+    budget (WAITING: a workflow step whose dependencies have not all ended)."""
     with db.cursor(using) as cur:
         cur.execute(
-            f"""UPDATE {T} SET status = {PENDING_SQL}, run_after = now(), attempts = 0,
+            f"""UPDATE {T} SET status = CASE WHEN deps_open > 0 THEN {WAITING_SQL}
+                                     ELSE {PENDING_SQL} END,
+                    run_after = now(), attempts = 0,
                     finished_at = NULL, cancel_requested = false, updated_at = now(),
                     history = {_HISTORY_MANUAL_RETRY}
                 WHERE id = ANY(%s::bigint[])
@@ -955,25 +1208,36 @@ def run_now(ids: Iterable[int], using: str | None = None) -> list[int]:
         return [r[0] for r in cur.fetchall()]
 
 
+# A waiting workflow step is cancelled as a pending job is. The edges of the jobs it cancels
+# are resolved by the next statement (resolve_ended), not by a fan-in in this one: a child
+# cancelled here too would be written twice by one statement (PostgreSQL skips the second).
+_CANCEL = f"""
+UPDATE {T} SET status = {CANCELLED_SQL}, finished_at = now(), updated_at = now(),
+    error = COALESCE(error, 'cancelled')
+WHERE id = ANY(%(ids)s::bigint[]) AND status IN ({PENDING_SQL}, {WAITING_SQL})
+RETURNING id, has_dependants
+"""
+
+
 def cancel(ids: Iterable[int], using: str | None = None) -> tuple[list[int], list[int]]:
-    """PENDING -> CANCELLED at once; RUNNING -> cancel requested (the handler may observe it).
+    """PENDING or WAITING -> CANCELLED at once; RUNNING -> cancel requested (the handler may
+    observe it).
 
     Returns (cancelled ids, cancel-requested ids).
     """
     ids = list(ids)
-    with db.cursor(using) as cur:
-        cur.execute(
-            f"""UPDATE {T} SET status = {CANCELLED_SQL}, finished_at = now(), updated_at = now(),
-                    error = COALESCE(error, 'cancelled')
-                WHERE id = ANY(%s::bigint[]) AND status = {PENDING_SQL} RETURNING id""",
-            [ids],
-        )
-        cancelled = [r[0] for r in cur.fetchall()]
+    alias = using or conf.get("DATABASE")
+    with transaction.atomic(using=alias), db.cursor(alias) as cur:
+        cur.execute(_CANCEL, {"ids": ids})
+        rows = cur.fetchall()
+        resolve_ended([r[0] for r in rows if r[1]], using=alias)
+        cancelled = [r[0] for r in rows]
         cur.execute(
             f"""UPDATE {T} SET cancel_requested = true, updated_at = now()
-                WHERE id = ANY(%s::bigint[]) AND status = {RUNNING_SQL} AND NOT cancel_requested
+                WHERE id = ANY(%(ids)s::bigint[]) AND status = {RUNNING_SQL}
+                  AND NOT cancel_requested
                 RETURNING id""",
-            [ids],
+            {"ids": ids},
         )
         requested = [r[0] for r in cur.fetchall()]
     return cancelled, requested

@@ -4,6 +4,7 @@ from django.db import models
 
 
 class JobStatus(models.TextChoices):
+    WAITING = "WAITING", "Waiting"  # a workflow step whose dependencies have not all ended
     PENDING = "PENDING", "Pending"
     RUNNING = "RUNNING", "Running"
     COMPLETED = "COMPLETED", "Completed"
@@ -11,6 +12,10 @@ class JobStatus(models.TextChoices):
     FAILED = "FAILED", "Failed"
     CANCELLED = "CANCELLED", "Cancelled"
 
+
+# Workflows: what a failed step does to its dependants, and when a dependant may run.
+ON_FAILURE = ("cancel", "continue", "ignore")
+EDGE_MODES = ("success", "failure", "complete")
 
 ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
 TERMINAL_STATUSES = (
@@ -35,6 +40,7 @@ def sql_in(*statuses: str) -> str:
     return "(" + ", ".join(map(sql_literal, statuses)) + ")"
 
 
+WAITING_SQL = sql_literal(JobStatus.WAITING)
 PENDING_SQL = sql_literal(JobStatus.PENDING)
 RUNNING_SQL = sql_literal(JobStatus.RUNNING)
 FAILED_SQL = sql_literal(JobStatus.FAILED)
@@ -42,3 +48,4 @@ CANCELLED_SQL = sql_literal(JobStatus.CANCELLED)
 ACTIVE_SQL = sql_in(*ACTIVE_STATUSES)
 TERMINAL_SQL = sql_in(*TERMINAL_STATUSES)
 RETRYABLE_SQL = sql_in(*RETRYABLE_STATUSES)
+FAILURE_SQL = sql_in(JobStatus.FAILED, JobStatus.CANCELLED)  # a dependency that did not succeed

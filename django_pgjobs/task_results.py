@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .models import Job
 
 STATUS_MAP: dict[str, TaskResultStatus] = {
+    JobStatus.WAITING: TaskResultStatus.READY,
     JobStatus.PENDING: TaskResultStatus.READY,
     JobStatus.RUNNING: TaskResultStatus.RUNNING,
     JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,

@@ -69,6 +69,16 @@ class Reaper(Service):
                 extra={"action": "job.reaped", "job_id": job_id, "job_type": job_type},
             )
             send_robust(signals.job_reaped, sender=job_type, job_id=job_id, status=status)
+        # Edges a crash left open (between a fan-in that cancelled a step and the resolution
+        # of that step's own edges): resolved here, counted; expected zero.
+        repaired = queries.repair_open_edges(using=self.using)
+        if repaired:
+            counts["repaired"] = repaired
+            logger.warning(
+                "workflow.repaired: resolved the open edges of %s ended jobs",
+                repaired,
+                extra={"action": "workflow.repaired"},
+            )
         return counts
 
 

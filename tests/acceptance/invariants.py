@@ -16,7 +16,10 @@ The checks read the jobs table and ``testapp_execution`` (one row per handler ru
 - a COMPLETED job was finished by its last attempt, and no run has an attempt number above the
   job's (except a run released at the shutdown timeout, whose attempt was given back);
 - attempts <= max_attempts; every FAILED job carries an error; a finished job holds no lease;
-- no deadlock (``pg_stat_database.deadlocks`` did not move).
+- no deadlock (``pg_stat_database.deadlocks`` did not move);
+- workflows (workflow_invariants): no WAITING job whose edges are all resolved, no open edge
+  whose parent ended, ``deps_open`` = open edges for every job, and no step run started before
+  one of its dependencies finished.
 
 ``query`` is any ``(sql, params) -> rows`` function: the Django test connection by default, a
 psycopg connection for a throwaway cluster.
@@ -160,6 +163,7 @@ class Invariants:
         )
         if rows:
             found.append(f"finished jobs still holding a lease or without finished_at: {rows}")
+        found += workflow_invariants(q)
         delta = _deadlocks(q) - self.deadlocks_before
         if delta:
             found.append(f"{delta} deadlock(s) during the scenario (pg_stat_database.deadlocks)")
@@ -168,6 +172,58 @@ class Invariants:
     def check(self, **kwargs: Any) -> None:
         found = self.violations(**kwargs)
         assert not found, "invariants broken:\n- " + "\n- ".join(found)
+
+
+_STUCK_WAITING = """
+SELECT c.id FROM pgjobs_job c
+WHERE c.status = 'WAITING'
+  AND NOT EXISTS (SELECT 1 FROM pgjobs_dependency d WHERE d.child_id = c.id AND d.outcome IS NULL)
+LIMIT 20
+"""
+_OPEN_EDGE_OF_ENDED = """
+SELECT d.parent_id, d.child_id, p.status FROM pgjobs_dependency d
+JOIN pgjobs_job p ON p.id = d.parent_id
+WHERE d.outcome IS NULL
+  AND p.status IN ('COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELLED')
+LIMIT 20
+"""
+_MISCOUNTED = """
+SELECT j.id, j.deps_open, count(d.child_id) FILTER (WHERE d.outcome IS NULL)
+FROM pgjobs_job j LEFT JOIN pgjobs_dependency d ON d.child_id = j.id
+WHERE j.workflow_id IS NOT NULL OR j.deps_open <> 0
+GROUP BY j.id, j.deps_open
+HAVING j.deps_open <> count(d.child_id) FILTER (WHERE d.outcome IS NULL)
+LIMIT 20
+"""
+# Every run of a step (testapp_execution, or the job's last start) began after each of its
+# dependencies had finished.
+_EARLY_STEPS = """
+SELECT c.id, p.id, p.finished_at, s.started_at FROM pgjobs_dependency d
+JOIN pgjobs_job p ON p.id = d.parent_id
+JOIN pgjobs_job c ON c.id = d.child_id
+CROSS JOIN LATERAL (
+    SELECT e.started_at FROM testapp_execution e WHERE e.job_id = c.id
+    UNION ALL SELECT c.started_at WHERE c.started_at IS NOT NULL
+) s
+WHERE p.finished_at IS NULL OR s.started_at < p.finished_at
+LIMIT 20
+"""
+
+
+def workflow_invariants(q: Query = sql) -> list[str]:
+    """What the fan-in promises, read from the tables (empty when no workflow exists)."""
+    found = []
+    checks = (
+        (_STUCK_WAITING, "WAITING jobs whose edges are all resolved (lost callbacks)"),
+        (_OPEN_EDGE_OF_ENDED, "open edges whose parent ended (parent, child, status)"),
+        (_MISCOUNTED, "deps_open differs from the open edges (job, deps_open, open edges)"),
+        (_EARLY_STEPS, "steps started before a dependency finished (child, parent, ...)"),
+    )
+    for statement, what in checks:
+        rows = q(statement)
+        if rows:
+            found.append(f"{what}: {rows}")
+    return found
 
 
 def _deadlocks(q: Query) -> int:

@@ -178,7 +178,7 @@ def test_lease_fenced_writes_join_on_the_primary_key_after_a_burst():
     ]
     leases = [[c.id for c in completions], [str(c.token) for c in completions]]
     plans = {
-        "finalize": (queries._FINALIZE, queries._finalize_params(completions)),
+        "finalize": (queries.finalize_sql(), queries._finalize_params(completions)),
         "heartbeat": (queries._HEARTBEAT, [30.0, *leases]),
         "release": (queries._RELEASE, [True, "test", *leases]),
     }
@@ -259,8 +259,8 @@ def test_the_workers_generic_plans_walk_the_same_indexes(history):
     ]
     finalize = _explain_generic(
         "pgjobs_test_finalize",
-        queries._FINALIZE,
-        {"completions": "text", "n_completions": "integer"},
+        queries.finalize_sql(),
+        {"completions": "text", "n_completions": "integer", "channel": "text"},
         queries._finalize_params(completions),
     )
     assert "pgjobs_job_pkey" in finalize and "Seq Scan on pgjobs_job" not in finalize, finalize

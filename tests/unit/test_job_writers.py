@@ -19,6 +19,10 @@ ALLOWED = {
     "_INSERT_WINDOWED": "enqueue one job holding a unique window (+ its pgjobs_unique row)",
     "_INSERT_DEBOUNCED": "enqueue one debounced job, or merge it into its key's open job",
     "_AGE": "aging: lift long-waiting due jobs one priority step per interval",
+    "_INSERT_WORKFLOW": "enqueue a workflow's jobs, waiting for their dependencies",
+    "_FAN_IN": "fan-in: a child's counter, and at zero its PENDING or CANCELLED, as its last "
+    "dependency ends (carried by every statement that ends jobs)",
+    "_CANCEL": "operator: cancel pending and waiting jobs",
     "_CLAIMED": "claim: the rows locked by a claim become RUNNING under a fresh lease",
     "_FINALIZE": "finalize: record how runs we still hold ended",
     "_HEARTBEAT": "extend the leases we still hold",

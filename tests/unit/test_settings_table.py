@@ -63,6 +63,7 @@ def test_defaults_are_derived_unchanged():
         "TCP_KEEPALIVES_COUNT",
         "TCP_USER_TIMEOUT",
         "ASYNC_CONCURRENCY",
+        "WORKFLOW_MAX_JOBS",
     }
     assert list(conf.DEFAULTS) == [s.name for s in conf.SETTINGS]  # one entry per name
 

@@ -1,0 +1,184 @@
+"""Workflows side by side with plain jobs, on one database, in one run:
+
+    DATABASE_URL=postgres://root@127.0.0.1:5432/pgjobs_bench_wf PYTHONPATH=$PWD \\
+        .venv/bin/python bench/workflows.py [--n 10000] [--rounds 5] [--workers 4]
+
+1. finalize of plain jobs (batches of 50): today's statement with its fan-in CTEs vs the
+   statement before workflows (rebuilt here from the same text, without them): a plain job
+   must not pay for workflows;
+2. enqueue of an N-member group + callback (Workflow) vs enqueue_many of N;
+3. drain of an N-member group + callback by ``--workers`` real ``runjobs --burst`` vs a plain
+   drain of N, and the callback's start after the last member's finish.
+
+Series alternate round by round (drift falls on both); medians, min-max and ratios go to
+stdout and bench/results/workflows.json. The database is created and migrated if missing, and
+its jobs deleted between phases. Uses tests.settings (the noop handler test.noop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+
+def setup() -> None:
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def wipe() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("TRUNCATE pgjobs_job, pgjobs_dependency, pgjobs_workflow")
+
+
+def plain_finalize_sql() -> str:
+    """The finalize as it was before workflows: its fenced UPDATE alone."""
+    from django_pgjobs import queries
+
+    head = queries._FINALIZE.split("), ended AS")[0]
+    return head.replace("), fin AS (\nUPDATE", ")\nUPDATE").replace(
+        "RETURNING j.id, j.status, j.step, j.has_dependants", "RETURNING j.id"
+    )
+
+
+def finalize_round(statement: str, n: int) -> list[float]:
+    from django.db import connection
+
+    from django_pgjobs import enqueue_many, queries
+    from django_pgjobs.queries import Completion
+
+    wipe()
+    enqueue_many("test.noop", [{}] * n)
+    times = []
+    with connection.cursor() as cur:
+        while rows := queries.claim(
+            worker_id="b", types=["test.noop"], queues=None, limit=50, lease_seconds=60
+        ):
+            done = [Completion(r.id, r.lease_token, r.attempts, "COMPLETED") for r in rows]
+            params = queries._finalize_params(done)
+            start = time.perf_counter()
+            cur.execute(statement, params)
+            cur.fetchall()
+            times.append((time.perf_counter() - start) * 1e3 / len(rows))
+    return times
+
+
+def enqueue_group(n: int) -> float:
+    from django_pgjobs import Workflow
+
+    wipe()
+    wf = Workflow("bench")
+    members = wf.group("m", "test.noop", [{"i": i} for i in range(n)])
+    wf.add("cb", "test.noop", after=members)
+    start = time.perf_counter()
+    wf.enqueue()
+    return time.perf_counter() - start
+
+
+def enqueue_plain(n: int) -> float:
+    from django_pgjobs import enqueue_many
+
+    wipe()
+    start = time.perf_counter()
+    enqueue_many("test.noop", [{"i": i} for i in range(n)])
+    return time.perf_counter() - start
+
+
+def drain(workers: int) -> float:
+    from django.db import connection
+
+    env = {**os.environ, "PGJOBS_TEST_DB_NAME": connection.settings_dict["NAME"]}
+    args = [sys.executable, "-m", "django", "runjobs", "--burst", "--concurrency", "4", "-v", "0"]
+    start = time.perf_counter()
+    procs = [subprocess.Popen(args, cwd=ROOT, env=env) for _ in range(workers)]  # noqa: S603
+    for p in procs:
+        p.wait()
+    elapsed = time.perf_counter() - start
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pgjobs_job WHERE status <> 'COMPLETED'")
+        left = cur.fetchone()[0]
+    if left:  # a burst worker that left before the callback became due: finish it, timed
+        subprocess.run([*args[:3], "runjobs", "--burst", "-v", "0"], cwd=ROOT, env=env, check=True)
+        elapsed = time.perf_counter() - start
+    return elapsed
+
+
+def callback_lag() -> float:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT extract(epoch FROM (SELECT started_at FROM pgjobs_job WHERE step = 'cb') "
+            "- (SELECT max(finished_at) FROM pgjobs_job WHERE step = 'm'))"
+        )
+        return float(cur.fetchone()[0]) * 1e3
+
+
+def summary(name: str, values: list[float], unit: str) -> dict:
+    med = statistics.median(values)
+    print(f"{name:44} {med:10.3f} {unit} (min {min(values):.3f}, max {max(values):.3f})")
+    return {"median": med, "min": min(values), "max": max(values), "unit": unit, "n": len(values)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=4)
+    opts = parser.parse_args()
+    setup()
+    from django_pgjobs import queries
+
+    out: dict[str, dict] = {}
+    fin = {"finalize, with fan-in (today)": [], "finalize, before workflows": []}
+    enq: dict[str, list[float]] = {"enqueue group + callback": [], "enqueue_many": []}
+    drains: dict[str, list[float]] = {"drain group + callback": [], "drain plain": []}
+    lags: list[float] = []
+    for _ in range(opts.rounds):
+        fin["finalize, with fan-in (today)"] += finalize_round(queries.finalize_sql(), opts.n)
+        fin["finalize, before workflows"] += finalize_round(plain_finalize_sql(), opts.n)
+        enq["enqueue group + callback"].append(enqueue_group(opts.n))
+        enq["enqueue_many"].append(enqueue_plain(opts.n))
+        enqueue_group(opts.n)
+        drains["drain group + callback"].append(drain(opts.workers))
+        lags.append(callback_lag())
+        enqueue_plain(opts.n + 1)
+        drains["drain plain"].append(drain(opts.workers))
+    for name, values in fin.items():
+        out[name] = summary(name, values, "ms/job")
+    for name, values in {**enq, **drains}.items():
+        out[name] = summary(name, values, "s")
+    out["callback start after last member finished"] = summary("callback lag", lags, "ms")
+    ratios = {
+        "finalize today / before (<= 1.03)": out["finalize, with fan-in (today)"]["median"]
+        / out["finalize, before workflows"]["median"],
+        "group enqueue throughput / enqueue_many (>= 0.8)": out["enqueue_many"]["median"]
+        / out["enqueue group + callback"]["median"],
+        "group drain throughput / plain drain (>= 0.7)": out["drain plain"]["median"]
+        / out["drain group + callback"]["median"],
+    }
+    for name, value in ratios.items():
+        print(f"{name:54} {value:.3f}")
+    result = {"args": vars(opts), "series": out, "ratios": ratios, "loadavg": os.getloadavg()}
+    path = ROOT / "bench" / "results" / "workflows.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"written {path}")
+
+
+if __name__ == "__main__":
+    main()
