@@ -755,7 +755,7 @@ resolved AS (
     WHERE status = {CANCELLED_SQL} AND was = {WAITING_SQL} AND has_dependants
 ), wake AS (
     SELECT {{ring}} FROM (SELECT DISTINCT queue FROM woke WHERE status = {PENDING_SQL}) q
-)"""
+)""".strip()
 
 
 def _fan_in_sql(statement: str, channel: str) -> str:
@@ -769,7 +769,7 @@ _RESOLVE_ENDED = f"""
 WITH ended AS (
     SELECT id, status, step FROM {T}
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN {TERMINAL_SQL} AND has_dependants
-), {_FAN_IN.strip()}
+), {_FAN_IN}
 SELECT (SELECT ids FROM cascade), (SELECT count(*) FROM wake)
 """
 
@@ -843,7 +843,7 @@ WHERE j.id = v.id AND j.lease_token = v.token AND j.attempts = v.attempt
 RETURNING j.id, j.status, j.step, j.has_dependants
 ), ended AS (  -- a retry (PENDING) resolves nothing
     SELECT id, status, step FROM fin WHERE has_dependants AND status <> {PENDING_SQL}
-), {_FAN_IN.strip()}
+), {_FAN_IN}
 SELECT id, (SELECT ids FROM cascade), (SELECT count(*) FROM wake) FROM fin
 """
 
@@ -1099,7 +1099,7 @@ WHERE j.id = v.id AND j.status = {RUNNING_SQL} AND j.lease_expires_at < COALESCE
 RETURNING j.id, j.type, j.status, j.attempts, j.max_attempts, j.step, j.has_dependants
 ), ended AS (  -- exhausted: FAILED, resolved by the fan-in; with attempts left, nothing
     SELECT id, status, step FROM fin WHERE has_dependants AND status = {FAILED_SQL}
-), {_FAN_IN.strip()}
+), {_FAN_IN}
 SELECT id, type, status, attempts, max_attempts, (SELECT ids FROM cascade),
        (SELECT count(*) FROM wake)
 FROM fin
@@ -1330,10 +1330,10 @@ def note_operator_action(
 
 # --- aging (aging.py) ---------------------------------------------------------------------------
 
-# A job's aged priority: its base plus one step per `every` seconds it has been due, capped.
+# A job's (j) aged priority: its base plus one step per `every` seconds it has been due, capped.
 _AGED = (
-    "LEAST(r.cap, COALESCE({j}.base_priority, {j}.priority)"
-    " + floor(extract(epoch FROM c.now - {j}.run_after) / r.every)::int)"
+    "LEAST(r.cap, COALESCE(j.base_priority, j.priority)"
+    " + floor(extract(epoch FROM c.now - j.run_after) / r.every)::int)"
 )
 
 # The claim index read level by level: a loose index scan finds the priorities that have
@@ -1362,7 +1362,7 @@ WITH RECURSIVE clock AS (
           AND j.run_after <= c.now - %(shortest)s * interval '1 second'
           AND j.queue = ANY(%(queues)s::text[])
           AND EXISTS (SELECT 1 FROM rules r
-                      WHERE r.queue = j.queue AND {_AGED.format(j="j")} > j.priority)
+                      WHERE r.queue = j.queue AND {_AGED} > j.priority)
         ORDER BY j.run_after
         LIMIT %(limit)s
     ) x
@@ -1375,11 +1375,11 @@ WITH RECURSIVE clock AS (
 )
 UPDATE {T} j
 SET base_priority = COALESCE(j.base_priority, j.priority),
-    priority = {_AGED.format(j="j")},
+    priority = {_AGED},
     updated_at = now()
 FROM rules r, clock c
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND r.queue = j.queue
-  AND {_AGED.format(j="j")} > j.priority
+  AND {_AGED} > j.priority
 RETURNING j.id
 """
 

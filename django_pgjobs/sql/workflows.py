@@ -75,9 +75,10 @@ def db_json(value: Any) -> Any:
     return value
 
 
+_WAITING_OR_ACTIVE = sql_in(JobStatus.WAITING, *ACTIVE_STATUSES)
 _ACTIVE_JOBS = f"""
 SELECT id FROM {JOB_TABLE}
-WHERE workflow_id = %s AND status IN {sql_in(JobStatus.WAITING, *ACTIVE_STATUSES)}
+WHERE workflow_id = %s AND status IN {_WAITING_OR_ACTIVE}
 ORDER BY id
 """
 

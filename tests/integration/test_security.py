@@ -125,6 +125,7 @@ CHECKED_NAMES = {
     ("doorbell.py", "k"): "an int: channel_key() is a crc32",
     ("queries.py", "ring"): "doorbell.ring_sql(): literals, int keys and the caller's columns",
     ("queries.py", "j"): "_claimable()'s column prefix: '' or 'j.', a literal at every call",
+    ("queries.py", "types"): "_claimable()'s parameter name, a literal at every call",
 }
 # Functions composing SQL from literals; a call to one is allowed when its arguments are literals,
 # module constants or calls to these (the test above checks their own f-strings).
