@@ -19,6 +19,7 @@ from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from .sql.workers import ALIVE_LEASES
+from .worker.run_state import EXIT_STUCK
 
 logger = logging.getLogger("django_pgjobs.worker")
 
@@ -33,7 +34,7 @@ def stuck_after(worker: Any) -> float:
 def livez(worker: Any, now: float | None = None) -> tuple[bool, dict[str, Any]]:
     now = time.monotonic() if now is None else now
     since = now - getattr(worker, "last_step_at", now)
-    ok = since < stuck_after(worker) and worker.exit_code != 3
+    ok = since < stuck_after(worker) and worker.exit_code != EXIT_STUCK
     body: dict[str, Any] = {
         "status": "ok" if ok else "stuck",
         "seconds_since_last_step": round(since, 1),
@@ -63,7 +64,7 @@ def migrations_applied(alias: str) -> bool:
 
 
 def readyz(worker: Any) -> tuple[bool, dict[str, Any]]:
-    checks: dict[str, Any] = {"draining": worker._stopping.is_set()}  # noqa: SLF001
+    checks: dict[str, Any] = {"draining": worker.state.is_stopping}
     alias = worker.using
     try:
         with connections[alias].cursor() as cur:

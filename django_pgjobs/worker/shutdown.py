@@ -1,16 +1,14 @@
 """The worker's graceful stop, in order: no new pass or claim, give back what no thread started,
 let running jobs finish (their leases kept, their outcomes written) until ``shutdown_timeout``,
 stop the threads, then give back what still runs and remove the worker's row. Each write is
-retried under the loop's error policy; the worker never exits with outcomes unwritten."""
+retried under the claim thread's error handling (guard.py); the worker never exits with
+outcomes unwritten. It reads the worker's public parts only."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
-
-from django.db import DatabaseError, InterfaceError, OperationalError
 
 from .. import queries, signals
 from ..sql import workers
@@ -27,29 +25,30 @@ JOIN_WAIT = 2.0  # seconds the executor and services threads get to end once the
 
 def stop_gracefully(w: Worker) -> None:
     """Release unstarted jobs, let running ones finish (heartbeating), release the rest."""
-    w._stopping.set()
+    w.state.stop()
     w.services.stop()
-    _with_db_retry(w, lambda: _release_unstarted(w), attempts=3)
+    retry = w.guard.retry
+    retry(lambda: _release_unstarted(w), attempts=3)
     _drain(w, time.monotonic() + w.options.shutdown_timeout)
-    _with_db_retry(w, lambda: _write_finished(w), attempts=3)
+    retry(lambda: _write_finished(w), attempts=3)
     if w.aio is not None:  # cancel the coroutines still running: released below
         w.aio.stop(JOIN_WAIT)
     w.handoff.close()
     join_deadline = time.monotonic() + JOIN_WAIT
     w.runner.join(join_deadline)
-    if w._listener is not None:
-        w._listener.stop()
+    if w.listener is not None:
+        w.listener.stop()
     w.services.join(max(0.0, join_deadline - time.monotonic()))
     signals.job_reaped.disconnect(dispatch_uid=("pgjobs.worker", id(w)))
-    _with_db_retry(w, lambda: w.recorder.flush(w.using), attempts=2)
-    if w._health is not None:
-        w._health.stop()
+    retry(lambda: w.recorder.flush(w.using), attempts=2)
+    if w.health_server is not None:
+        w.health_server.stop()
     # Last: an abandoned handler keeps running until this process exits, so its job becomes
     # claimable elsewhere only now (not before the 2 s thread join above).
     if len(w.slots):
-        _with_db_retry(w, lambda: _release_running(w), attempts=3)
-        _with_db_retry(w, lambda: _write_finished(w), attempts=3)  # runs that ended meanwhile
-    _with_db_retry(w, lambda: workers.delete_worker(w.worker_id, using=w.using), 2)
+        retry(lambda: _release_running(w), attempts=3)
+        retry(lambda: _write_finished(w), attempts=3)  # runs that ended meanwhile
+    retry(lambda: workers.delete_worker(w.worker_id, using=w.using), attempts=2)
     w.session.close()
     logger.info(
         "worker %s stopped: %s jobs finished",
@@ -61,14 +60,15 @@ def stop_gracefully(w: Worker) -> None:
 
 def _drain(w: Worker, deadline: float) -> None:
     """Until ``deadline``, write what ends and keep the leases of what still runs."""
+    woken, guarded = w.state.woken, w.guard.guarded
     while len(w.slots) and time.monotonic() < deadline:
         if w.exit_code == EXIT_DATABASE_UNREACHABLE and not w.slots.held():
             return  # gave up on the database: only a running handler is worth waiting for
-        w._guarded(lambda: _write_finished(w))
-        w._guarded(lambda: w.leases.beat_if_due(time.monotonic()))
-        w._guarded(lambda: w.progress.write_if_due(time.monotonic()))
-        w._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
-        w._wake.clear()
+        guarded(lambda: _write_finished(w))
+        guarded(lambda: w.leases.beat_if_due(time.monotonic()))
+        guarded(lambda: w.progress.write_if_due(time.monotonic()))
+        woken.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+        woken.clear()
 
 
 def _write_finished(w: Worker) -> None:
@@ -98,16 +98,3 @@ def _release_running(w: Worker) -> None:
             ", ".join(f"{i.job.type}#{i.job.id}" for i in stuck),
             extra={"action": "worker.released_running"},
         )
-
-
-def _with_db_retry(w: Worker, fn: Callable[[], object], attempts: int) -> None:
-    if w.exit_code == EXIT_DATABASE_UNREACHABLE:  # gave up on it: one attempt
-        attempts = 1
-    for i in range(attempts):
-        try:
-            fn()
-            return
-        except (OperationalError, InterfaceError, DatabaseError) as exc:
-            w._on_db_error(exc)
-            if i + 1 < attempts:
-                time.sleep(min(w.policy.backoff, 2.0))

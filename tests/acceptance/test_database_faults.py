@@ -159,8 +159,8 @@ def test_backoff_is_capped_at_5_seconds():
     worker = Worker(WorkerOptions(listen=False, install_signal_handlers=False))
     delays = []
     for _ in range(12):
-        worker._on_db_error(OperationalError("connection refused"))
-        delays.append(worker.policy.backoff)
+        worker.guard.db_error(OperationalError("connection refused"))
+        delays.append(worker.guard.policy.backoff)
     assert delays[:5] == [0.25, 0.5, 1.0, 2.0, 4.0] and delays[-1] == 5.0 and max(delays) == 5.0
 
 

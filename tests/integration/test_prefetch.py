@@ -159,7 +159,7 @@ def test_held_jobs_whose_release_fails_stay_queued_and_are_released_later(quick,
         calls = _fail_once(monkeypatch)
         threading.Event().wait(0.3)
         assert worker.run_once() == 0  # the release fails: the loop backs off
-        assert len(calls) == 1 and worker.policy.backoff > 0
+        assert len(calls) == 1 and worker.guard.policy.backoff > 0
         assert Job.objects.filter(id__in=held, status=JobStatus.RUNNING).count() == 5
         assert [i.job.id for _, i in worker.handoff._items] == held  # queued again, in order
         threading.Event().wait(0.3)  # requeued counts as moved: another HOLD_MAX

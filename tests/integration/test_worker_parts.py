@@ -1,5 +1,5 @@
-"""The contracts of Completer and LeaseKeeper against a real database, without a worker: jobs
-are claimed with the worker's own statement and handed to the part under test."""
+"""The contracts of Completer, LeaseKeeper and StepGuard against a real database, without a
+worker: jobs are claimed with the worker's own statement and handed to the part under test."""
 
 import logging
 import time
@@ -11,9 +11,11 @@ from django_pgjobs.models import Job
 from django_pgjobs.models import Worker as WorkerRow
 from django_pgjobs.queries import Completion
 from django_pgjobs.worker.completer import Completer
+from django_pgjobs.worker.guard import StepGuard
 from django_pgjobs.worker.leases import LeaseKeeper
 from django_pgjobs.worker.options import WorkerOptions
 from django_pgjobs.worker.producer import job_context
+from django_pgjobs.worker.run_state import RunState
 from django_pgjobs.worker.slots import QUEUED, RELEASED, InFlight, Slots
 from tests.conftest import sql
 from tests.testapp.leases import steal_lease
@@ -183,3 +185,42 @@ def test_end_overdue_records_a_timeout_for_each_run_past_its_deadline():
     ((got, completion),) = ended
     assert got is item and "longer than its timeout" in completion.error
     assert completion.status in (JobStatus.PENDING, JobStatus.FAILED)
+
+
+# --- StepGuard ----------------------------------------------------------------------------------
+
+
+def guarded_completer() -> tuple[StepGuard, Completer, Slots]:
+    slots = Slots()
+    completer = Completer(slots, rollup.Recorder(), "default")
+    options = WorkerOptions.from_settings(listen=False, install_signal_handlers=False)
+    return StepGuard(options, RunState(), completer), completer, slots
+
+
+def test_a_step_whose_batch_the_database_refuses_ends_with_each_outcome_written():
+    g, completer, slots = guarded_completer()
+    good, bad = claim(2, slots)
+    completer.put(good, done(good))
+    completer.put(bad, done(bad, result={"text": "nul \u0000 byte"}))  # jsonb refuses \u0000
+    assert g.run(lambda: completer.write(completer.take()) or 1) == 0  # the batch was refused
+    assert status(good) == JobStatus.COMPLETED and status(bad) == JobStatus.FAILED
+    assert completer.idle() and len(slots) == 0 and not g.resting
+
+
+def test_a_connection_lost_in_a_step_keeps_the_outcomes_for_the_next_step(caplog):
+    g, completer, slots = guarded_completer()
+    (item,) = claim(1, slots)
+    completer.put(item, done(item))
+
+    def step_on_a_dying_connection() -> int:
+        completer.take()
+        sql("SELECT pg_terminate_backend(pg_backend_pid())")  # a real loss, mid-step
+        return 1
+
+    with caplog.at_level(logging.WARNING, "django_pgjobs.worker"):
+        assert g.run(step_on_a_dying_connection) == 0
+        assert g.resting and status(item) == JobStatus.RUNNING  # a new connection reads it
+        assert g.run(lambda: completer.write(completer.take()) or 1) == 1
+    assert status(item) == JobStatus.COMPLETED and completer.idle()
+    got = [getattr(r, "action", "") for r in caplog.records]
+    assert got == ["worker.db_error", "worker.db_back"]

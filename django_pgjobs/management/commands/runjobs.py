@@ -16,7 +16,7 @@ from ...exceptions import InvalidJobOption, NotMigrated
 from ...sql import queues
 from ...validation import check_queue
 from ...worker import Worker, WorkerOptions, console
-from ...worker.loop import log_db_error, log_gave_up
+from ...worker.guard import log_db_error, log_gave_up
 from ...worker.policy import EXIT_DATABASE_UNREACHABLE, ErrorPolicy
 from ..arguments import (
     add_database_flag,

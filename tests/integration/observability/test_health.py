@@ -54,8 +54,8 @@ def test_in_process_worker_serves_live_and_ready_until_it_drains():
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        eventually(lambda: worker._health is not None, message="health server started")
-        port = worker._health.port
+        eventually(lambda: worker.health_server is not None, message="health server started")
+        port = worker.health_server.port
         status, body = get(port, "/readyz")
         assert status == 200, body
         assert json.loads(body) == {
@@ -66,7 +66,7 @@ def test_in_process_worker_serves_live_and_ready_until_it_drains():
         }
         assert get(port, "/livez")[0] == 200
         assert get(port, "/nope")[0] == 404
-        worker._stopping.set()  # draining: not ready any more (alive still)
+        worker.state.stopping.set()  # draining: not ready any more (alive still)
         ok, body = health.readyz(worker)
         assert not ok and body["draining"] is True
     finally:
