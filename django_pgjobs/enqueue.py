@@ -13,7 +13,7 @@ from django.db.models import signals as model_signals
 from django.db.models.base import ModelState
 from django.utils import timezone
 
-from . import conf, db, queries, registry, signals
+from . import conf, db, flow, queries, registry, signals
 from .exceptions import InvalidJobOption, UnknownJobType
 from .status import JobStatus
 from .tracing import current_trace_id
@@ -77,6 +77,7 @@ def _prepare(
     operated_by: Any,
     max_attempts: int | None,
     unique_key: str | None,
+    flow_key: Any = None,
 ) -> queries.NewJob:
     spec = registry.get(type) if isinstance(type, str) else None
     if spec is None:
@@ -96,7 +97,14 @@ def _prepare(
         unique_key=_optional_text("unique_key", unique_key),
         run_at=run_at,
         delay=delay,
+        flow_key=_optional_text("flow_key", flow_key),
     )
+
+
+def _key_path(queue: str) -> tuple[str, ...] | None:
+    """The config path of the queue's flow key (PGJOBS["QUEUES"][queue]["key"]), if any."""
+    declared = flow.queues().get(queue)
+    return None if declared is None else declared.key
 
 
 def _encode(config: Any) -> str:
@@ -118,6 +126,7 @@ def enqueue(
     operated_by: Any = None,
     max_attempts: int | None = None,
     unique_key: str | None = None,
+    flow_key: str | int | None = None,
     using: str | None = None,
 ) -> Job:
     """Add a job in the current transaction: rolled back with it, visible to workers on commit.
@@ -126,7 +135,8 @@ def enqueue(
     :class:`~django_pgjobs.exceptions.EnqueueError` and leaves the caller's transaction usable.
 
     With ``unique_key``, while a job with that key is PENDING or RUNNING the existing job is
-    returned instead (``job.deduplicated`` is True).
+    returned instead (``job.deduplicated`` is True). ``flow_key`` names the job's line in a
+    controlled queue (default: the queue's "key" path in the config; docs/flow-control.md).
     """
     new = _prepare(
         type,
@@ -138,7 +148,10 @@ def enqueue(
         operated_by=operated_by,
         max_attempts=max_attempts,
         unique_key=unique_key,
+        flow_key=flow_key,
     )
+    if new.flow_key is None and (path := _key_path(new.queue)):
+        new.flow_key = flow.key_of(path, config, new.queue)
     new.config_json = _encode(config)
     alias = using or conf.get("DATABASE")
     for _ in range(5):
@@ -185,6 +198,7 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
         "operated_by": new.operated_by,
         "max_attempts": new.max_attempts,
         "unique_key": new.unique_key,
+        "flow_key": new.flow_key,
         "attempts": 0,
         "run_after": row[1],
         "created_at": row[2],
@@ -243,6 +257,7 @@ def enqueue_many(
     tenant_id: Any = None,
     operated_by: Any = None,
     max_attempts: int | None = None,
+    flow_key: str | int | None = None,
     using: str | None = None,
 ) -> list[int]:
     """Insert one job per config, all sharing the other options; returns their ids in order.
@@ -260,8 +275,12 @@ def enqueue_many(
         operated_by=operated_by,
         max_attempts=max_attempts,
         unique_key=None,
+        flow_key=flow_key,
     )
     configs = list(configs)
+    path = _key_path(new.queue) if new.flow_key is None else None
+    for config in configs if path else ():  # read again by the INSERT (config #>> path)
+        flow.key_of(path or (), config, new.queue)
     chunk = queries.INSERT_MANY_CHUNK
     arrays = [  # every config is checked before anything is written
         encode_configs(
@@ -277,7 +296,7 @@ def enqueue_many(
     alias = using or conf.get("DATABASE")
     try:
         with transaction.atomic(using=alias):
-            return queries.insert_many(new, arrays, using=alias)
+            return queries.insert_many(new, arrays, using=alias, key_path=path)
     except ProgrammingError as exc:
         db.raise_if_not_migrated(exc, alias)
         raise

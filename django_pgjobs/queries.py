@@ -36,7 +36,7 @@ from uuid import UUID
 
 from django.db import connections, transaction
 
-from . import conf, db, doorbell
+from . import conf, db, doorbell, flow
 from .status import (
     ACTIVE_SQL,
     CANCELLED_SQL,
@@ -47,7 +47,7 @@ from .status import (
     TERMINAL_SQL,
     TERMINAL_STATUSES,
 )
-from .tables import JOB_TABLE, QUEUE_TABLE
+from .tables import JOB_TABLE, QUEUE_TABLE, RATE_TABLE
 from .validation import decode_config
 
 T = JOB_TABLE
@@ -57,7 +57,7 @@ T = JOB_TABLE
 
 _INSERT_COLUMNS = (
     "type, queue, priority, config, trace_id, tenant_id, operated_by, max_attempts, unique_key, "
-    "run_after"
+    "flow_key, run_after"
 )
 # updated_at = created_at (both statement_timestamp()): not returned
 _RETURN_COLUMNS = "id, run_after, created_at"
@@ -67,7 +67,7 @@ _RETURN_COLUMNS = "id, run_after, created_at"
 # (doorbell.py), delivered on commit.
 _INSERT_ONE = f"""
 INSERT INTO {T} ({_INSERT_COLUMNS})
-VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
+VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s,
         COALESCE(%s::timestamptz, now() + %s * interval '1 second'))
 {{on_conflict}}
 RETURNING {_RETURN_COLUMNS}, {{ring}}
@@ -100,6 +100,7 @@ class NewJob:
     unique_key: str | None
     run_at: datetime | None  # absolute time, or
     delay: float  # seconds from the database's now()
+    flow_key: str | None = None
 
 
 def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, datetime] | None:
@@ -116,6 +117,7 @@ def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, da
         job.operated_by,
         job.max_attempts,
         job.unique_key,
+        job.flow_key,
         job.run_at,
         job.delay,
         channel,
@@ -138,6 +140,7 @@ _INSERT_MANY = f"""
 WITH ins AS (
     INSERT INTO {T} ({_INSERT_COLUMNS})
     SELECT %s, %s, %s, c.value, %s, %s, %s, %s, NULL,
+           COALESCE(%s::text, c.value #>> %s::text[]),
            COALESCE(%s::timestamptz, now() + %s * interval '1 second')
     FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS c(value, n)
     ORDER BY c.n
@@ -157,9 +160,15 @@ def _insert_many_sql(channel: str) -> str:
 INSERT_MANY_CHUNK = 5000  # configs per INSERT
 
 
-def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = None) -> list[int]:
+def insert_many(
+    job: NewJob,
+    config_arrays: Sequence[str],
+    using: str | None = None,
+    key_path: Sequence[str] | None = None,
+) -> list[int]:
     """Insert many jobs sharing every option but the config, one statement per JSON array of
-    configs (enqueue_many cuts them INSERT_MANY_CHUNK long); returns the ids in order."""
+    configs (enqueue_many cuts them INSERT_MANY_CHUNK long); returns the ids in order. Without
+    ``job.flow_key``, each job's flow key is its config's ``key_path`` (checked by the caller)."""
     ids: list[int] = []
     with db.cursor(using) as cur:
         for array in config_arrays:
@@ -173,6 +182,8 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
                     job.tenant_id,
                     job.operated_by,
                     job.max_attempts,
+                    job.flow_key,
+                    list(key_path) if key_path and job.flow_key is None else None,
                     job.run_at,
                     job.delay,
                     array,
@@ -202,18 +213,23 @@ SET status = {RUNNING_SQL},
     updated_at = now()
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
-          j.trace_id, j.tenant_id, j.lease_token::text, j.created_at, j.cancel_requested
+          j.trace_id, j.tenant_id, j.lease_token::text, j.created_at, j.cancel_requested,
+          j.flow_key
 """
 
 
 def _claimable(j: str = "") -> str:
     """The WHERE of every unlimited claim: due PENDING jobs of our types and queues, outside
-    the paused and limited queues; ``j`` qualifies the columns ("j." where others are in scope)."""
+    the paused and controlled queues (a control on the queue's row, or declared in
+    PGJOBS["QUEUES"]: %(controlled)s); ``j`` qualifies the columns ("j." where others are in
+    scope)."""
     return f"""{j}status = {PENDING_SQL} AND {j}run_after <= now()
       AND {j}type = ANY(%(types)s::text[])
       AND (%(all_queues)s OR {j}queue = ANY(%(queues)s::text[]))
       AND {j}queue NOT IN (SELECT name FROM {QUEUE_TABLE}
-                        WHERE paused OR concurrency_limit IS NOT NULL)"""
+                        WHERE paused OR concurrency_limit IS NOT NULL
+                           OR per_key_limit IS NOT NULL OR rate IS NOT NULL)
+      AND NOT ({j}queue = ANY(%(controlled)s::text[]))"""
 
 
 # The lock is taken in a MATERIALIZED CTE so that LIMIT is applied exactly once:
@@ -273,24 +289,119 @@ WITH RECURSIVE tenants AS (
 )
 {_CLAIMED}"""
 
-# One queue with a cluster-wide cap. Run inside a transaction that first took the queue's
-# advisory lock (claim_limited), so that the count of RUNNING jobs cannot go stale between
-# two workers: claims of a limited queue are serialised, claims of other queues are not.
-_CLAIM_LIMITED = f"""
-WITH cap AS (
-    SELECT GREATEST(0, LEAST(%(limit)s, q.concurrency_limit - (
-        SELECT count(*) FROM {T} r WHERE r.status = {RUNNING_SQL} AND r.queue = q.name))) AS n
-    FROM {QUEUE_TABLE} q
-    WHERE q.name = %(queue)s AND NOT q.paused AND q.concurrency_limit IS NOT NULL
+# --- the controlled claim (docs/flow-control.md) ------------------------------------------------
+
+# A controlled queue's controls: the pgjobs_queue row's values win over those declared in
+# PGJOBS["QUEUES"] (the parameters). Always one row; a paused queue claims nothing.
+_CONTROLS = f"""
+    SELECT COALESCE(q.paused, false) AS paused,
+           COALESCE(q.concurrency_limit, %(cap)s::int) AS cap,
+           COALESCE(q.per_key_limit, %(per_key)s::int) AS per_key,
+           COALESCE(q.rate, %(rate)s::float8) AS rate,
+           COALESCE(q.burst, %(burst)s::int, 1) AS burst,
+           COALESCE(q.rate_per_key, %(by_key)s::bool, false) AS by_key
+    FROM (SELECT 1) one LEFT JOIN {QUEUE_TABLE} q ON q.name = %(queue)s"""
+
+
+def _tokens(tat: str) -> str:
+    """SQL of the starts a GCRA bucket allows now: ``burst`` when its theoretical arrival time
+    ``tat`` is past (or NULL), one fewer per 1/rate seconds it lies ahead."""
+    return (
+        f"GREATEST(0, floor(c.burst - GREATEST(0, extract(epoch FROM {tat} - now())) * c.rate"
+        " + 1e-9))::int"
+    )
+
+
+def _due(j: str = "") -> str:
+    """Due PENDING jobs of the queue being claimed, of our types."""
+    return f"""{j}status = {PENDING_SQL} AND {j}queue = %(queue)s AND {j}run_after <= now()
+      AND {j}type = ANY(%(types)s::text[])"""
+
+
+# Run after the queue's pg_advisory_xact_lock, as a statement of its own (its snapshot then
+# sees every earlier claimer's jobs): the counts and token rows cannot go stale. `room` is what
+# the queue allows (free threads, cap - RUNNING, queue-wide tokens); `keys` a loose index scan
+# over the flow keys with due work, after the worker's cursor, read lazily until `room` keys can
+# take a job (per key: per_key - its RUNNING, its own tokens); each key's head lines up by
+# rank, keyless jobs as one more line (in a queue with a key path only older jobs lack one:
+# that line looks at the first KEYLESS_SCAN due jobs, never a throttled backlog); SKIP LOCKED;
+# `spent` moves the buckets' arrival times.
+KEYLESS_SCAN = 1000
+_CLAIM_CONTROLLED = f"""
+WITH RECURSIVE ctl AS ({_CONTROLS}
+), room AS (
+    SELECT CASE WHEN c.paused THEN 0 ELSE GREATEST(0, LEAST(
+               %(limit)s::int,
+               c.cap - (SELECT count(*) FROM {T} r
+                        WHERE r.status = {RUNNING_SQL} AND r.queue = %(queue)s),
+               CASE WHEN c.rate IS NOT NULL AND NOT c.by_key THEN {_tokens("b.tat")} END))
+           END AS n,
+           CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {_tokens("b.tat")} END AS keyless
+    FROM ctl c LEFT JOIN {RATE_TABLE} b ON b.queue = %(queue)s AND b.key = ''
+), keys(k) AS (
+    (SELECT flow_key FROM {T}
+     WHERE {_due()} AND flow_key IS NOT NULL AND flow_key > %(after)s
+     ORDER BY flow_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.flow_key FROM {T} j
+            WHERE {_due("j.")} AND j.flow_key IS NOT NULL AND j.flow_key > keys.k
+            ORDER BY j.flow_key LIMIT 1)
+    FROM keys WHERE keys.k IS NOT NULL
+), lines AS (
+    SELECT l.k, l.n FROM (
+        SELECT k.k, LEAST(
+            (SELECT n FROM room),
+            c.per_key - (SELECT count(*) FROM {T} r
+                         WHERE r.status = {RUNNING_SQL} AND r.flow_key IS NOT NULL
+                           AND r.queue = %(queue)s AND r.flow_key = k.k),
+            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {
+    _tokens(f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)")
+} END) AS n
+        FROM keys k CROSS JOIN ctl c WHERE k.k IS NOT NULL
+    ) l
+    WHERE l.n > 0
+    LIMIT (SELECT n FROM room)
+), cand AS (
+    SELECT h.id, l.k, h.rank, h.priority, h.run_after FROM lines l CROSS JOIN LATERAL (
+        SELECT x.id, x.priority, x.run_after,
+               row_number() OVER (ORDER BY x.priority DESC, x.run_after, x.id) AS rank
+        FROM (SELECT id, priority, run_after FROM {T}
+              WHERE {_due()} AND flow_key IS NOT NULL AND flow_key = l.k
+              ORDER BY priority DESC, run_after, id LIMIT l.n) x
+    ) h
+    UNION ALL
+    SELECT y.id, NULL, row_number() OVER (ORDER BY y.priority DESC, y.run_after, y.id),
+           y.priority, y.run_after
+    FROM (SELECT x.id, x.priority, x.run_after
+          FROM (SELECT id, priority, run_after, flow_key FROM {T} WHERE {_due()}
+                ORDER BY priority DESC, run_after, id LIMIT %(keyless_scan)s) x
+          WHERE x.flow_key IS NULL
+          LIMIT (SELECT LEAST(n, keyless) FROM room)) y
 ), picked AS MATERIALIZED (
-    SELECT id FROM {T}
-    WHERE status = {PENDING_SQL} AND run_after <= now() AND queue = %(queue)s
-      AND type = ANY(%(types)s::text[])
-    ORDER BY priority DESC, run_after, id
-    LIMIT COALESCE((SELECT n FROM cap), 0)
-    FOR UPDATE SKIP LOCKED
+    SELECT j.id, c.k FROM cand c JOIN {T} j ON j.id = c.id
+    WHERE j.status = {PENDING_SQL}
+    ORDER BY c.rank, c.priority DESC, c.run_after, c.id
+    LIMIT (SELECT n FROM room)
+    FOR UPDATE OF j SKIP LOCKED
+), spent AS (
+    INSERT INTO {RATE_TABLE} AS b (queue, key, tat)
+    SELECT %(queue)s, s.k, now() + s.n / c.rate * interval '1 second'
+    FROM (SELECT CASE WHEN (SELECT by_key FROM ctl) THEN COALESCE(p.k, '') ELSE '' END AS k,
+                 count(*) AS n
+          FROM picked p GROUP BY 1) s CROSS JOIN ctl c
+    WHERE c.rate IS NOT NULL
+    ON CONFLICT (queue, key) DO UPDATE SET tat = GREATEST(b.tat, now()) + (EXCLUDED.tat - now())
 )
 {_CLAIMED}"""
+
+# When the next start of a rate-held queue is allowed: the earliest bucket that has none now.
+_NEXT_START = f"""
+WITH ctl AS ({_CONTROLS})
+SELECT min(extract(epoch FROM b.tat - now()) - (c.burst - 1) / c.rate)
+FROM ctl c JOIN {RATE_TABLE} b ON b.queue = %(queue)s
+WHERE c.rate IS NOT NULL AND NOT c.paused
+  AND b.tat > now() + (c.burst - 1) / c.rate * interval '1 second'
+"""
 
 
 @dataclass(slots=True)
@@ -308,6 +419,7 @@ class ClaimedRow:
     created_at: datetime
     cancel_requested: bool
     config_error: str | None = None  # the stored config cannot be decoded: fail, never run
+    flow_key: str | None = None
 
 
 def _rows(cur: Any) -> list[ClaimedRow]:
@@ -329,6 +441,7 @@ def _rows(cur: Any) -> list[ClaimedRow]:
                 r[10],
                 r[11],
                 config_error,
+                r[12],
             )
         )
     claimed.sort(key=lambda c: (-c.priority, c.id))
@@ -387,7 +500,57 @@ def _claim_params(
         "worker": worker_id,
         "lease": lease_seconds,
         "after": after_tenant or "",
+        "controlled": list(flow.controlled_queues()),
     }
+
+
+@dataclass(slots=True)
+class ControlledClaim:
+    rows: list[ClaimedRow]
+    next_start_in: float | None  # seconds until a held rate allows a start; None: not held
+
+
+def claim_controlled(
+    *,
+    queue: str,
+    controls: flow.FlowSettings,
+    worker_id: str,
+    types: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    after_key: str | None = None,
+    using: str | None = None,
+) -> ControlledClaim:
+    """Claim up to ``limit`` jobs of one controlled queue (``controls``: PGJOBS["QUEUES"], the
+    queue's row overriding them), never above its cap, per-key limit or rate. Serialised per
+    queue by an advisory lock held for one short transaction; keys are served after
+    ``after_key``."""
+    if limit <= 0 or not types:
+        return ControlledClaim([], None)
+    alias = using or conf.get("DATABASE")
+    params = {
+        "queue": queue,
+        "types": list(types),
+        "limit": limit,
+        "worker": worker_id,
+        "lease": lease_seconds,
+        "cap": controls.concurrency,
+        "per_key": controls.per_key,
+        "rate": controls.rate,
+        "burst": controls.burst,
+        "by_key": controls.rate_per_key,
+        "after": after_key or "",
+        "keyless_scan": KEYLESS_SCAN if controls.key else None,
+    }
+    with transaction.atomic(using=alias), db.cursor(alias) as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"pgjobs.queue:{queue}"])
+        cur.execute(_CLAIM_CONTROLLED, params)
+        rows = _rows(cur)
+        if len(rows) >= limit:
+            return ControlledClaim(rows, None)
+        cur.execute(_NEXT_START, params)
+        wait = cur.fetchone()[0]
+    return ControlledClaim(rows, None if wait is None else max(0.0, float(wait)))
 
 
 def claim_limited(
@@ -399,21 +562,16 @@ def claim_limited(
     lease_seconds: float,
     using: str | None = None,
 ) -> list[ClaimedRow]:
-    """Claim from one queue that has a cluster-wide concurrency limit, never exceeding it."""
-    if limit <= 0 or not types:
-        return []
-    alias = using or conf.get("DATABASE")
-    params = {
-        "queue": queue,
-        "types": list(types),
-        "limit": limit,
-        "worker": worker_id,
-        "lease": lease_seconds,
-    }
-    with transaction.atomic(using=alias), db.cursor(alias) as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"pgjobs.queue:{queue}"])
-        cur.execute(_CLAIM_LIMITED, params)
-        return _rows(cur)
+    """Claim from one queue that has a cluster-wide concurrency limit on its row."""
+    return claim_controlled(
+        queue=queue,
+        controls=flow.FlowSettings(),
+        worker_id=worker_id,
+        types=types,
+        limit=limit,
+        lease_seconds=lease_seconds,
+        using=using,
+    ).rows
 
 
 # --- history --------------------------------------------------------------------------------

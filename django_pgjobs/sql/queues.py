@@ -75,11 +75,12 @@ def queue_overview(using: str | None = None) -> list[QueueInfo]:
 
 
 def limited_queues(using: str | None = None) -> list[str]:
-    """Names of open queues that have a concurrency limit (they are claimed one by one)."""
+    """Names of open queues whose row sets a control (cap, per-key limit, rate): they are
+    claimed one by one (queries.claim_controlled)."""
     with db.cursor(using) as cur:
         cur.execute(
-            f"SELECT name FROM {QUEUE_TABLE} WHERE concurrency_limit IS NOT NULL AND NOT paused "
-            "ORDER BY name"
+            f"SELECT name FROM {QUEUE_TABLE} WHERE NOT paused AND (concurrency_limit IS NOT NULL "
+            "OR per_key_limit IS NOT NULL OR rate IS NOT NULL) ORDER BY name"
         )
         return [r[0] for r in cur.fetchall()]
 
