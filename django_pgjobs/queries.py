@@ -292,14 +292,16 @@ WITH RECURSIVE tenants AS (
 # --- the controlled claim (docs/flow-control.md) ------------------------------------------------
 
 # A controlled queue's controls: the pgjobs_queue row's values win over those declared in
-# PGJOBS["QUEUES"] (the parameters). Always one row; a paused queue claims nothing.
+# PGJOBS["QUEUES"] (the parameters). Always one row; a paused queue claims nothing. The buckets
+# read the clock once the queue's lock is held (``t``): now() would be the time before the wait.
 _CONTROLS = f"""
     SELECT COALESCE(q.paused, false) AS paused,
            COALESCE(q.concurrency_limit, %(cap)s::int) AS cap,
            COALESCE(q.per_key_limit, %(per_key)s::int) AS per_key,
            COALESCE(q.rate, %(rate)s::float8) AS rate,
            COALESCE(q.burst, %(burst)s::int, 1) AS burst,
-           COALESCE(q.rate_per_key, %(by_key)s::bool, false) AS by_key
+           COALESCE(q.rate_per_key, %(by_key)s::bool, false) AS by_key,
+           clock_timestamp() AS t
     FROM (SELECT 1) one LEFT JOIN {QUEUE_TABLE} q ON q.name = %(queue)s"""
 
 
@@ -307,7 +309,7 @@ def _tokens(tat: str) -> str:
     """SQL of the starts a GCRA bucket allows now: ``burst`` when its theoretical arrival time
     ``tat`` is past (or NULL), one fewer per 1/rate seconds it lies ahead."""
     return (
-        f"GREATEST(0, floor(c.burst - GREATEST(0, extract(epoch FROM {tat} - now())) * c.rate"
+        f"GREATEST(0, floor(c.burst - GREATEST(0, extract(epoch FROM {tat} - c.t)) * c.rate"
         " + 1e-9))::int"
     )
 
@@ -385,22 +387,26 @@ WITH RECURSIVE ctl AS ({_CONTROLS}
     FOR UPDATE OF j SKIP LOCKED
 ), spent AS (
     INSERT INTO {RATE_TABLE} AS b (queue, key, tat)
-    SELECT %(queue)s, s.k, now() + s.n / c.rate * interval '1 second'
+    SELECT %(queue)s, s.k, c.t + s.n / c.rate * interval '1 second'
     FROM (SELECT CASE WHEN (SELECT by_key FROM ctl) THEN COALESCE(p.k, '') ELSE '' END AS k,
                  count(*) AS n
           FROM picked p GROUP BY 1) s CROSS JOIN ctl c
     WHERE c.rate IS NOT NULL
-    ON CONFLICT (queue, key) DO UPDATE SET tat = GREATEST(b.tat, now()) + (EXCLUDED.tat - now())
+    ON CONFLICT (queue, key) DO UPDATE
+    SET tat = GREATEST(b.tat, (SELECT t FROM ctl)) + (EXCLUDED.tat - (SELECT t FROM ctl))
 )
 {_CLAIMED}"""
+
+# Serialises the claims of one queue (every statement after it sees the earlier claims' jobs).
+_QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))"
 
 # When the next start of a rate-held queue is allowed: the earliest bucket that has none now.
 _NEXT_START = f"""
 WITH ctl AS ({_CONTROLS})
-SELECT min(extract(epoch FROM b.tat - now()) - (c.burst - 1) / c.rate)
+SELECT min(extract(epoch FROM b.tat - c.t) - (c.burst - 1) / c.rate)
 FROM ctl c JOIN {RATE_TABLE} b ON b.queue = %(queue)s
 WHERE c.rate IS NOT NULL AND NOT c.paused
-  AND b.tat > now() + (c.burst - 1) / c.rate * interval '1 second'
+  AND b.tat > c.t + (c.burst - 1) / c.rate * interval '1 second'
 """
 
 
@@ -540,17 +546,25 @@ def claim_controlled(
         "burst": controls.burst,
         "by_key": controls.rate_per_key,
         "after": after_key or "",
+        "lock": f"pgjobs.queue:{queue}",
         "keyless_scan": KEYLESS_SCAN if controls.key else None,
     }
-    with transaction.atomic(using=alias), db.cursor(alias) as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"pgjobs.queue:{queue}"])
-        cur.execute(_CLAIM_CONTROLLED, params)
-        rows = _rows(cur)
-        if len(rows) >= limit:
-            return ControlledClaim(rows, None)
-        cur.execute(_NEXT_START, params)
-        wait = cur.fetchone()[0]
-    return ControlledClaim(rows, None if wait is None else max(0.0, float(wait)))
+    if db.server_side_binding(alias):  # one statement per query: a transaction of three
+        with transaction.atomic(using=alias), db.cursor(alias) as cur:
+            cur.execute(_QUEUE_LOCK, params)
+            cur.execute(_CLAIM_CONTROLLED, params)
+            rows = _rows(cur)
+            cur.execute(_NEXT_START, params)
+            wait = cur.fetchone()[0]
+    else:  # one round trip: a multi-statement query is one transaction, the lock held to its end
+        with db.cursor(alias) as cur:
+            cur.execute(_QUEUE_LOCK + ";\n" + _CLAIM_CONTROLLED + ";\n" + _NEXT_START, params)
+            cur.nextset()
+            rows = _rows(cur)
+            cur.nextset()
+            wait = cur.fetchone()[0]
+    held = wait is not None and len(rows) < limit
+    return ControlledClaim(rows, max(0.0, float(wait)) if held else None)
 
 
 def claim_limited(
