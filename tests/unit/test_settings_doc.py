@@ -6,7 +6,7 @@ from django_pgjobs import conf
 from tests.conftest import ROOT
 
 DOC = ROOT / "docs" / "settings.md"
-CODE = [ROOT / "django_pgjobs" / "checks.py", ROOT / "django_pgjobs" / "backend.py"]
+CODE = [ROOT / "django_pgjobs" / n for n in ("checks.py", "backend.py", "flow.py")]
 
 
 def test_the_docs_table_is_the_generated_one():
