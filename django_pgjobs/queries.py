@@ -294,7 +294,7 @@ WITH RECURSIVE tenants AS (
 # A controlled queue's controls: the pgjobs_queue row's values win over those declared in
 # PGJOBS["QUEUES"] (the parameters). Always one row; a paused queue claims nothing. The buckets
 # read the clock once the queue's lock is held (``t``): now() would be the time before the wait.
-_CONTROLS = f"""
+CONTROLS = f"""
     SELECT COALESCE(q.paused, false) AS paused,
            COALESCE(q.concurrency_limit, %(cap)s::int) AS cap,
            COALESCE(q.per_key_limit, %(per_key)s::int) AS per_key,
@@ -305,7 +305,7 @@ _CONTROLS = f"""
     FROM (SELECT 1) one LEFT JOIN {QUEUE_TABLE} q ON q.name = %(queue)s"""
 
 
-def _tokens(tat: str) -> str:
+def tokens_sql(tat: str) -> str:
     """SQL of the starts a GCRA bucket allows now: ``burst`` when its theoretical arrival time
     ``tat`` is past (or NULL), one fewer per 1/rate seconds it lies ahead."""
     return (
@@ -330,15 +330,15 @@ def _due(j: str = "") -> str:
 # `spent` moves the buckets' arrival times.
 KEYLESS_SCAN = 1000
 _CLAIM_CONTROLLED = f"""
-WITH RECURSIVE ctl AS ({_CONTROLS}
+WITH RECURSIVE ctl AS ({CONTROLS}
 ), room AS (
     SELECT CASE WHEN c.paused THEN 0 ELSE GREATEST(0, LEAST(
                %(limit)s::int,
                c.cap - (SELECT count(*) FROM {T} r
                         WHERE r.status = {RUNNING_SQL} AND r.queue = %(queue)s),
-               CASE WHEN c.rate IS NOT NULL AND NOT c.by_key THEN {_tokens("b.tat")} END))
+               CASE WHEN c.rate IS NOT NULL AND NOT c.by_key THEN {tokens_sql("b.tat")} END))
            END AS n,
-           CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {_tokens("b.tat")} END AS keyless
+           CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql("b.tat")} END AS keyless
     FROM ctl c LEFT JOIN {RATE_TABLE} b ON b.queue = %(queue)s AND b.key = ''
 ), keys(k) AS (
     (SELECT flow_key FROM {T}
@@ -357,7 +357,7 @@ WITH RECURSIVE ctl AS ({_CONTROLS}
                          WHERE r.status = {RUNNING_SQL} AND r.flow_key IS NOT NULL
                            AND r.queue = %(queue)s AND r.flow_key = k.k),
             CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {
-    _tokens(f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)")
+    tokens_sql(f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)")
 } END) AS n
         FROM keys k CROSS JOIN ctl c WHERE k.k IS NOT NULL
     ) l
@@ -402,7 +402,7 @@ _QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))"
 
 # When the next start of a rate-held queue is allowed: the earliest bucket that has none now.
 _NEXT_START = f"""
-WITH ctl AS ({_CONTROLS})
+WITH ctl AS ({CONTROLS})
 SELECT min(extract(epoch FROM b.tat - c.t) - (c.burst - 1) / c.rate)
 FROM ctl c JOIN {RATE_TABLE} b ON b.queue = %(queue)s
 WHERE c.rate IS NOT NULL AND NOT c.paused

@@ -3,7 +3,10 @@ queue's row over PGJOBS["QUEUES"], flow keys at enqueue. One connection, real Po
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import CommandError, call_command
 
 from django_pgjobs import InvalidJobOption, enqueue, enqueue_many, flow, queries
 from django_pgjobs.models import Job, Queue
@@ -155,3 +158,39 @@ def test_keyless_jobs_form_one_line(queues):
     queues(crm={"per_key": 1, "key": "config.c"})
     enqueue_many("test.noop", [{"c": "a"}] * 2, queue="crm")
     assert sorted(r.flow_key or "-" for r in claim().rows) == ["-", "-", "a"]
+
+
+def run(*args):
+    out = io.StringIO()
+    call_command("pgjobs_queue", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_the_command_sets_the_rows_controls_and_refuses_bad_values():
+    assert "at most 2 running per key" in run("per-key", "crm", "2")
+    assert "rate 10/s per key, burst 3" in run("rate", "crm", "600/m", "--burst", "3", "--per-key")
+    row = Queue.objects.get(name="crm")
+    assert (row.per_key_limit, row.rate, row.burst, row.rate_per_key) == (2, 10.0, 3, True)
+    for args in (
+        ("per-key", "crm", "0"),
+        ("rate", "crm", "0/s"),
+        ("rate", "crm", "fast"),
+        ("rate", "crm", "1/s", "--burst", "0"),
+        ("rate", "crm", "none", "--burst", "2"),
+        ("per-key", "bad name!", "1"),
+    ):
+        with pytest.raises(CommandError):
+            run(*args)
+    assert "rate removed" in run("rate", "crm", "none")
+    assert Queue.objects.get(name="crm").rate is None
+
+
+def test_list_shows_limits_rate_and_what_holds_jobs_back(queues):
+    queues(crm={"per_key": 1, "key": "config.c"}, api={"rate": "1/h", "burst": 2})
+    enqueue_many("test.noop", [{"c": "a"}] * 3 + [{"c": "b"}], queue="crm")
+    enqueue_many("test.noop", [{}] * 5, queue="api")
+    claim("crm")
+    claim("api")
+    lines = {line.split()[0]: line for line in run("list").splitlines()}
+    assert lines["crm"].split()[3:] == ["1", "-", "2", "0", "2", "2", "key"], lines["crm"]
+    assert lines["api"].split()[3:] == ["-", "1/h+2", "3", "0", "2", "3", "rate"], lines["api"]
