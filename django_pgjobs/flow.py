@@ -54,6 +54,16 @@ def parse_rate(value: Any) -> float:
     return rate
 
 
+def rate_text(per_second: float | None) -> str:
+    """10.0 -> "10/s", 1/3600 -> "1/h": the largest unit that shows at least one start."""
+    if per_second is None:
+        return "-"
+    for unit, seconds in (("s", 1), ("m", 60), ("h", 3600)):
+        if per_second * seconds >= 1:
+            return f"{per_second * seconds:g}/{unit}"
+    return f"{per_second * 86400:g}/d"
+
+
 def parse_key_path(value: Any) -> tuple[str, ...]:
     """ "config.customer_id" -> ("customer_id",)."""
     if not isinstance(value, str) or not _KEY_PATH.match(value):

@@ -194,3 +194,16 @@ def test_list_shows_limits_rate_and_what_holds_jobs_back(queues):
     lines = {line.split()[0]: line for line in run("list").splitlines()}
     assert lines["crm"].split()[3:] == ["1", "-", "2", "0", "2", "2", "key"], lines["crm"]
     assert lines["api"].split()[3:] == ["-", "1/h+2", "3", "0", "2", "3", "rate"], lines["api"]
+
+
+def test_dashboard_and_queue_page_show_flow_controls_and_why_jobs_wait(queues, admin_client):
+    queues(crm={"per_key": 1, "key": "config.c"}, api={"rate": "1/h"})
+    enqueue_many("test.noop", [{"c": "a"}] * 3, queue="crm")
+    enqueue_many("test.noop", [{}] * 2, queue="api")
+    claim("crm")
+    claim("api")
+    page = admin_client.get("/admin/django_pgjobs/dashboard/").content.decode()
+    assert "1 per key" in page and "rate 1/h" in page
+    assert "2 (key)" in page and "1 (rate)" in page
+    listing = admin_client.get("/admin/django_pgjobs/queue/").content.decode()
+    assert "2 (key)" in listing and "1 (rate)" in listing

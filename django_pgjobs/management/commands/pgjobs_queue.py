@@ -61,15 +61,6 @@ def _burst(value: str | None) -> int | None:
     return n
 
 
-def _rate_text(per_second: float | None) -> str:
-    if per_second is None:
-        return "-"
-    for unit, seconds in (("s", 1), ("m", 60), ("h", 3600), ("d", 86400)):
-        if per_second * seconds >= 1:
-            return f"{per_second * seconds:g}/{unit}"
-    return f"{per_second * 86400:g}/d"
-
-
 class Command(PgjobsCommand):
     help = (
         "Pause, resume or cap a queue across all workers, or list queues. A paused queue is "
@@ -138,7 +129,7 @@ class Command(PgjobsCommand):
         if rate is None:
             return "rate removed"
         scope = "per key" if opts["per_key"] else "for the queue"
-        return f"rate {_rate_text(rate)} {scope}, burst {burst or 1}"
+        return f"rate {flow.rate_text(rate)} {scope}, burst {burst or 1}"
 
     def _list(self, using: str | None) -> None:
         rows = queues.queue_overview(using)
@@ -158,7 +149,7 @@ class Command(PgjobsCommand):
             rate = r.rate if r.rate is not None else d.rate
             burst = r.burst if r.burst is not None else d.burst
             by_key = r.rate_per_key if r.rate_per_key is not None else d.rate_per_key
-            rate_text = _rate_text(rate)
+            rate_text = flow.rate_text(rate)
             if rate is not None:
                 rate_text += f"+{burst or 1}" + ("/key" if by_key else "")
             held = queues.flow_held(r.name, using) if (cap, per_key, rate) != (None,) * 3 else None
