@@ -221,15 +221,15 @@ RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_a
 def _claimable(j: str = "") -> str:
     """The WHERE of every unlimited claim: due PENDING jobs of our types and queues, outside
     the paused and controlled queues (a control on the queue's row, or declared in
-    PGJOBS["QUEUES"]: %(controlled)s); ``j`` qualifies the columns ("j." where others are in
-    scope)."""
+    PGJOBS["QUEUES"]: the parameter ``controlled``, inside the hashed subplan, which keeps the
+    plan on the claim index); ``j`` qualifies the columns ("j." where others are in scope)."""
     return f"""{j}status = {PENDING_SQL} AND {j}run_after <= now()
       AND {j}type = ANY(%(types)s::text[])
       AND (%(all_queues)s OR {j}queue = ANY(%(queues)s::text[]))
       AND {j}queue NOT IN (SELECT name FROM {QUEUE_TABLE}
                         WHERE paused OR concurrency_limit IS NOT NULL
-                           OR per_key_limit IS NOT NULL OR rate IS NOT NULL)
-      AND NOT ({j}queue = ANY(%(controlled)s::text[]))"""
+                           OR per_key_limit IS NOT NULL OR rate IS NOT NULL
+                        UNION ALL SELECT unnest(%(controlled)s::text[]))"""
 
 
 # The lock is taken in a MATERIALIZED CTE so that LIMIT is applied exactly once:
