@@ -400,13 +400,16 @@ WITH RECURSIVE ctl AS ({CONTROLS}
 # Serialises the claims of one queue (every statement after it sees the earlier claims' jobs).
 _QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))"
 
-# When the next start of a rate-held queue is allowed: the earliest bucket that has none now.
+# When the next start of a rate-held queue is allowed: the earliest bucket that has none now
+# and due jobs it holds back (none: nothing is held, an idle or burst worker need not wait).
 _NEXT_START = f"""
 WITH ctl AS ({CONTROLS})
 SELECT min(extract(epoch FROM b.tat - c.t) - (c.burst - 1) / c.rate)
 FROM ctl c JOIN {RATE_TABLE} b ON b.queue = %(queue)s
 WHERE c.rate IS NOT NULL AND NOT c.paused
   AND b.tat > c.t + (c.burst - 1) / c.rate * interval '1 second'
+  AND EXISTS (SELECT 1 FROM {T} j WHERE {_due("j.")}
+              AND (NOT c.by_key OR j.flow_key = b.key OR (b.key = '' AND j.flow_key IS NULL)))
 """
 
 

@@ -257,12 +257,14 @@ class Worker:
             and not self._pause
         ):
             # Nothing in flight and the last claim came back short: is anything still due?
-            # (Not knowable while the database fails: then back off and ask again.)
+            # (Not knowable while the database fails: then back off and ask again.) Jobs a
+            # rate holds back are: the burst waits for their next start (next_start_at).
             return (
                 self.run_once() == 0
                 and len(self.slots) == 0
                 and not self.policy.backoff
                 and not self._pause
+                and self.producer.next_start_at is None
             )
         return False
 
