@@ -188,7 +188,10 @@ class Worker:
             self.completer.write(batch)
             batch = []
             claimed = self.producer.claim_limited(min(free, limit))
-        written, rows = self.producer.finalize_and_claim(Completer.to_write(batch), limit - claimed)
+        unlimited = limit - claimed
+        if o.queues and set(o.queues) <= set(self.producer.limited):
+            unlimited = 0  # every queue of ours is controlled: no unlimited claim to send
+        written, rows = self.producer.finalize_and_claim(Completer.to_write(batch), unlimited)
         if batch:
             self.completer.settle(batch, written)
         self.producer.dispatch(rows)
