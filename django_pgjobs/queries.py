@@ -5,6 +5,8 @@ Every transition of the state machine is one statement here, fenced by the datab
 
     enqueue      (nothing)  -> PENDING              INSERT (+ NOTIFY if a worker sleeps)
     claim        PENDING    -> RUNNING              lock with SKIP LOCKED, attempts + 1, new lease
+                                                    controlled queues: after the queue's lock,
+                                                    within cap, per-key limit and rate (pgjobs_rate)
     heartbeat    RUNNING    -> RUNNING              extend the lease of jobs we still hold
     progress     RUNNING    -> RUNNING              the handler's latest job.progress(...)
     finalize     RUNNING    -> COMPLETED | COMPLETED_WITH_ERRORS | FAILED | PENDING (retry)
