@@ -331,6 +331,7 @@ def _due(j: str = "") -> str:
 # that line looks at the first KEYLESS_SCAN due jobs, never a throttled backlog); SKIP LOCKED;
 # `spent` moves the buckets' arrival times.
 KEYLESS_SCAN = 1000
+_KEY_TAT = f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)"
 _CLAIM_CONTROLLED = f"""
 WITH RECURSIVE ctl AS ({CONTROLS}
 ), room AS (
@@ -358,9 +359,7 @@ WITH RECURSIVE ctl AS ({CONTROLS}
             c.per_key - (SELECT count(*) FROM {T} r
                          WHERE r.status = {RUNNING_SQL} AND r.flow_key IS NOT NULL
                            AND r.queue = %(queue)s AND r.flow_key = k.k),
-            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {
-    tokens_sql(f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)")
-} END) AS n
+            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql(_KEY_TAT)} END) AS n
         FROM keys k CROSS JOIN ctl c WHERE k.k IS NOT NULL
     ) l
     WHERE l.n > 0
