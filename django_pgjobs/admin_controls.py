@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
-from . import conf, scheduler
+from . import conf, flow, scheduler
 from .admin_format import cron_line, in_zone, when
 from .models import Queue, Schedule
 from .oplog import record as log_action
@@ -171,10 +171,19 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin):
-    list_display = ("name", "paused", "concurrency_limit", "updated")
+    list_display = ("name", "paused", "concurrency_limit", "per_key_limit", "rate", "updated")
     list_editable = ("paused", "concurrency_limit")
     search_fields = ("name",)
-    fields = ("name", "paused", "concurrency_limit", "updated_at")
+    fields = (
+        "name",
+        "paused",
+        "concurrency_limit",
+        "per_key_limit",
+        "rate",
+        "burst",
+        "rate_per_key",
+        "updated_at",
+    )
     readonly_fields = ("updated_at",)
     actions = ("pause", "resume")
     change_list_template = "admin/django_pgjobs/queue/change_list.html"
@@ -203,6 +212,10 @@ class QueueAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
         queues.set_queue_paused(obj.name, obj.paused)
         queues.set_queue_limit(obj.name, obj.concurrency_limit)
+        if "per_key_limit" in form.changed_data or not change:
+            queues.set_queue_per_key(obj.name, obj.per_key_limit)
+        if {"rate", "burst", "rate_per_key"} & set(form.changed_data) or not change:
+            queues.set_queue_rate(obj.name, obj.rate, obj.burst, obj.rate_per_key)
 
     @admin.action(description="Pause selected queues (running jobs finish)", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
@@ -230,7 +243,11 @@ def queue_rows() -> list[dict[str, Any]]:
     out = []
     for name in sorted(rows):
         q = rows[name]
-        held, why = held_back(q.due, q.running, q.paused, q.concurrency_limit)
+        if q.per_key_limit is not None or q.rate is not None or name in flow.controlled_queues():
+            f = queues.flow_held(name, conf.get("DATABASE"))  # per key and rate bucket
+            held, why = f.held, f.why
+        else:
+            held, why = held_back(q.due, q.running, q.paused, q.concurrency_limit)
         out.append(
             {
                 "name": name,

@@ -9,8 +9,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from . import conf
 
-# Keys accepted but read by nothing: reserved since the first release, so no error (E002).
-_RESERVED = {"QUEUES"}
+# Keys accepted but read by nothing (none today).
+_RESERVED: set[str] = set()
 
 
 def _table_checks(series: str) -> list[checks.CheckMessage]:
@@ -246,3 +246,31 @@ def check_tasks_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.C
             id="pgjobs.E014",
         )
     ]
+
+
+@checks.register()
+def check_flow_queues(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """PGJOBS["QUEUES"], the flow controls of queues (E040-E048, docs/flow-control.md)."""
+    from . import flow
+
+    declared = conf.get_settings().get("QUEUES")
+    if declared is None:
+        return []
+    hint = 'PGJOBS["QUEUES"] = {"crm": {"concurrency": 20, "per_key": 1, "rate": "10/s", …}}'
+    if not isinstance(declared, dict):
+        return [checks.Error("PGJOBS['QUEUES'] must be a dict", hint=hint, id="pgjobs.E048")]
+    errors: list[checks.CheckMessage] = []
+    for name, value in declared.items():
+        where = f"PGJOBS['QUEUES'][{name!r}]"
+        if not conf.BY_NAME["DEFAULT_QUEUE"].rule.accepts(name) or not isinstance(value, dict):
+            errors.append(
+                checks.Error(
+                    f"{where} must be a queue name with a dict", hint=hint, id="pgjobs.E048"
+                )
+            )
+            continue
+        try:
+            flow.parse_queue(value)
+        except ValueError as exc:
+            errors.append(checks.Error(f"{where}: {exc.args[0]}", hint=hint, id=exc.args[1]))
+    return errors

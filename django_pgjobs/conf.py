@@ -451,6 +451,15 @@ SETTINGS: list[Setting] = [
         'cron schedules (see README, "Cron schedules"); checks E101-E107',
     ),
     Setting(
+        "QUEUES",
+        {},
+        Special("a dict: queue -> flow controls", "check_flow_queues"),
+        "pgjobs.E048",
+        "flow control per queue: `concurrency`, `per_key`, `rate`, `burst`, `rate_per_key`, "
+        "`key` (docs/flow-control.md); the queue's row (`pgjobs_queue`, the admin) wins; "
+        "checks E040-E048",
+    ),
+    Setting(
         "SCHEDULER_INTERVAL",
         5.0,
         SECONDS,

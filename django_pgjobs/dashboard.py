@@ -15,9 +15,9 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from . import __version__, charts, dashboard_queries, health_checks, registry, rollup, stats
+from . import __version__, charts, dashboard_queries, flow, health_checks, registry, rollup, stats
 from .admin_format import span
-from .sql import rollups
+from .sql import queues, rollups
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
@@ -100,14 +100,20 @@ def _queues(
     out = []
     for name in sorted(rows):
         q = rows[name]
-        c = controls.get(name, {"paused": False, "limit": None})
-        held, why = dashboard_queries.held_back(q["due"], q["running"], c["paused"], c["limit"])
+        c = controls.get(name, {"paused": False, "limit": None, "per_key": None, "rate": None})
+        if c.get("flow"):  # per-key limits and rates: counted per key (sql/queues.flow_held)
+            f = queues.flow_held(name, using)
+            held, why = f.held, f.why
+        else:
+            held, why = dashboard_queries.held_back(q["due"], q["running"], c["paused"], c["limit"])
         t = window.get(name, {})
         out.append(
             {
                 **q,
                 "paused": c["paused"],
                 "limit": c["limit"],
+                "per_key": c.get("per_key"),
+                "rate": None if c.get("rate") is None else flow.rate_text(c["rate"]),
                 "held_back": held,
                 "held_because": why,
                 "completed": t.get("completed", 0),

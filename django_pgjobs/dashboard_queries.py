@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import db
+from . import db, flow
 from .status import PENDING_SQL, RUNNING_SQL
 from .tables import JOB_TABLE, QUEUE_TABLE
 
@@ -17,10 +17,28 @@ UNKNOWN_COUNT_UP_TO = 100_000
 
 
 def controls(using: str | None = None) -> dict[str, dict[str, Any]]:
-    """{queue: {"paused", "limit"}} of the queues that have a control row."""
+    """{queue: {"paused", "limit", "per_key", "rate", "flow"}} of the queues that have a control
+    row or flow controls in PGJOBS["QUEUES"] (the row's values win; docs/flow-control.md)."""
     with db.cursor(using) as cur:
-        cur.execute(f"SELECT name, paused, concurrency_limit FROM {QUEUE_TABLE}")
-        return {n: {"paused": p, "limit": lim} for n, p, lim in cur.fetchall()}
+        cur.execute(
+            f"SELECT name, paused, concurrency_limit, per_key_limit, rate FROM {QUEUE_TABLE}"
+        )
+        rows = {r[0]: r[1:] for r in cur.fetchall()}
+    declared = flow.queues()
+    out = {}
+    for name in set(rows) | set(flow.controlled_queues()):
+        paused, cap, per_key, rate = rows.get(name, (False, None, None, None))
+        d = declared.get(name, flow.FlowSettings())
+        per_key = per_key if per_key is not None else d.per_key
+        rate = rate if rate is not None else d.rate
+        out[name] = {
+            "paused": paused,
+            "limit": cap if cap is not None else d.concurrency,
+            "per_key": per_key,
+            "rate": rate,
+            "flow": per_key is not None or rate is not None,
+        }
+    return out
 
 
 def held_back(due: int, running: int, paused: bool, limit: int | None) -> tuple[int, str]:

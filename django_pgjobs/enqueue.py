@@ -14,7 +14,7 @@ from django.db.models import signals as model_signals
 from django.db.models.base import ModelState
 from django.utils import timezone
 
-from . import conf, db, queries, registry, signals
+from . import conf, db, flow, queries, registry, signals
 from .exceptions import InvalidJobOption, UnknownJobType
 from .sql import unique as sql_unique
 from .status import JobStatus
@@ -81,6 +81,7 @@ def _prepare(
     operated_by: Any,
     max_attempts: int | None,
     unique_key: str | None,
+    flow_key: Any = None,
 ) -> queries.NewJob:
     spec = registry.get(type) if isinstance(type, str) else None
     if spec is None:
@@ -100,7 +101,14 @@ def _prepare(
         unique_key=_optional_text("unique_key", unique_key),
         run_at=run_at,
         delay=delay,
+        flow_key=_optional_text("flow_key", flow_key),
     )
+
+
+def _key_path(queue: str) -> tuple[str, ...] | None:
+    """The config path of the queue's flow key (PGJOBS["QUEUES"][queue]["key"]), if any."""
+    declared = flow.queues().get(queue)
+    return None if declared is None else declared.key
 
 
 def _encode(config: Any) -> str:
@@ -126,6 +134,7 @@ def enqueue(
     debounce: timedelta | float | None = None,
     debounce_key: str | None = None,
     debounce_max_wait: timedelta | float | None = None,
+    flow_key: str | int | None = None,
     using: str | None = None,
 ) -> Job:
     """Add a job in the current transaction: rolled back with it, visible to workers on commit.
@@ -139,9 +148,10 @@ def enqueue(
     With ``debounce`` and ``debounce_key``, the job waits ``debounce``; an enqueue of the same
     type and key meanwhile replaces its config and restarts the wait, at most until
     ``debounce_max_wait`` after the first (``job.deduplicated`` is True for a merged enqueue).
-    See docs/flow-control.md.
+    ``flow_key`` names the job's line in a controlled queue (default: the queue's "key" path
+    in the config). See docs/flow-control.md.
     """
-    flow = check_flow(
+    window = check_flow(
         unique_key=unique_key,
         unique_for=unique_for,
         debounce=debounce,
@@ -159,29 +169,32 @@ def enqueue(
         operated_by=operated_by,
         max_attempts=max_attempts,
         unique_key=unique_key,
+        flow_key=flow_key,
     )
     new.debounce_key = _optional_text("debounce_key", debounce_key)
+    if new.flow_key is None and (path := _key_path(new.queue)):
+        new.flow_key = flow.key_of(path, config, new.queue)
     new.config_json = _encode(config)
     alias = using or conf.get("DATABASE")
     try:
-        if flow.debounce is not None:
-            return _debounced(new, config, flow, alias)
-        return _inserted(new, config, flow, alias)
+        if window.debounce is not None:
+            return _debounced(new, config, window, alias)
+        return _inserted(new, config, window, alias)
     except ProgrammingError as exc:  # a try costs nothing on the hot path; a with would
         db.raise_if_not_migrated(exc, alias)
         raise
 
 
-def _inserted(new: queries.NewJob, config: Any, flow: Flow, alias: str) -> Job:
+def _inserted(new: queries.NewJob, config: Any, window: Flow, alias: str) -> Job:
     """Insert the job; with a unique key, the job holding it when the key is taken."""
     for _ in range(5):
-        if flow.unique_for is not None:
-            row = queries.insert_windowed(new, flow.unique_for, using=alias)
+        if window.unique_for is not None:
+            row = queries.insert_windowed(new, window.unique_for, using=alias)
         else:
             row = queries.insert_job(new, using=alias)
         if row is not None:
             return _announced(_job_instance(new, config, row, alias))
-        holder = _holder(new, windowed=flow.unique_for is not None, alias=alias)
+        holder = _holder(new, windowed=window.unique_for is not None, alias=alias)
         if holder is not None:
             return holder
         # The holder finished (its window passed) between our INSERT and SELECT: try again.
@@ -218,10 +231,10 @@ def _holder(new: queries.NewJob, *, windowed: bool, alias: str) -> Job | None:
     return job
 
 
-def _debounced(new: queries.NewJob, config: Any, flow: Flow, alias: str) -> Job:
+def _debounced(new: queries.NewJob, config: Any, window: Flow, alias: str) -> Job:
     """Insert the debounced job, or merge it into its key's open job."""
-    assert flow.debounce is not None  # noqa: S101 - the caller's test
-    row = queries.insert_debounced(new, flow.debounce, flow.debounce_max_wait, using=alias)
+    assert window.debounce is not None  # noqa: S101 - the caller's test
+    row = queries.insert_debounced(new, window.debounce, window.debounce_max_wait, using=alias)
     job_id, run_after, created_at, inserted, *options = row
     if not inserted:  # the open job keeps its own options; it now runs this config
         new = replace(
@@ -261,6 +274,7 @@ def _job_instance(new: queries.NewJob, config: Any, row: tuple, alias: str) -> J
         "max_attempts": new.max_attempts,
         "unique_key": new.unique_key,
         "debounce_key": new.debounce_key,
+        "flow_key": new.flow_key,
         "attempts": 0,
         "run_after": row[1],
         "created_at": row[2],
@@ -335,6 +349,7 @@ def enqueue_many(
     tenant_id: Any = None,
     operated_by: Any = None,
     max_attempts: int | None = None,
+    flow_key: str | int | None = None,
     using: str | None = None,
     **refused: Any,
 ) -> list[int]:
@@ -355,8 +370,12 @@ def enqueue_many(
         operated_by=operated_by,
         max_attempts=max_attempts,
         unique_key=None,
+        flow_key=flow_key,
     )
     configs = list(configs)
+    path = _key_path(new.queue) if new.flow_key is None else None
+    for config in configs if path else ():  # read again by the INSERT (config #>> path)
+        flow.key_of(path or (), config, new.queue)
     chunk = queries.INSERT_MANY_CHUNK
     arrays = [  # every config is checked before anything is written
         encode_configs(
@@ -372,7 +391,7 @@ def enqueue_many(
     alias = using or conf.get("DATABASE")
     try:
         with transaction.atomic(using=alias):
-            return queries.insert_many(new, arrays, using=alias)
+            return queries.insert_many(new, arrays, using=alias, key_path=path)
     except ProgrammingError as exc:
         db.raise_if_not_migrated(exc, alias)
         raise

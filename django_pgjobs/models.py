@@ -18,6 +18,7 @@ from .tables import (
     DEPTH_SAMPLE_TABLE,
     JOB_TABLE,
     QUEUE_TABLE,
+    RATE_TABLE,
     SCHEDULE_FIRE_TABLE,
     SCHEDULE_TABLE,
     STAT_MINUTE_TABLE,
@@ -87,6 +88,8 @@ class Job(models.Model):
         blank=True,
         help_text="While a job with this key is pending or running, enqueue returns it.",
     )
+    # The flow key (docs/flow-control.md): per-key limits and rates of a controlled queue.
+    flow_key = models.CharField(max_length=255, null=True, blank=True)
     attempts = models.IntegerField(default=0, db_default=0)
     max_attempts = models.IntegerField(default=5, db_default=5)
     run_after = models.DateTimeField(db_default=Now())
@@ -182,6 +185,23 @@ class Job(models.Model):
                 "id",
                 name="pgjobs_job_fair_idx",
                 condition=Q(status=JobStatus.PENDING, tenant_id__isnull=False),
+            ),
+            # Controlled queues (queries.claim_controlled): each key's head by a loose index
+            # scan, and its RUNNING jobs counted. Keyless jobs are in neither.
+            models.Index(
+                "queue",
+                "flow_key",
+                F("priority").desc(),
+                "run_after",
+                "id",
+                name="pgjobs_job_flow_pending_idx",
+                condition=Q(status=JobStatus.PENDING, flow_key__isnull=False),
+            ),
+            models.Index(
+                "queue",
+                "flow_key",
+                name="pgjobs_job_flow_running_idx",
+                condition=Q(status=JobStatus.RUNNING, flow_key__isnull=False),
             ),
             # The reaper: running jobs by lease expiry.
             models.Index(
@@ -353,6 +373,18 @@ class Queue(models.Model):
         blank=True,
         help_text="At most this many jobs of the queue RUNNING at once, across all workers.",
     )
+    per_key_limit = models.IntegerField(
+        null=True, blank=True, help_text="At most this many RUNNING jobs per flow key."
+    )
+    rate = models.FloatField(
+        null=True, blank=True, help_text="Starts per second (one token per claimed job)."
+    )
+    burst = models.IntegerField(
+        null=True, blank=True, help_text="Starts allowed at once above the rate (default 1)."
+    )
+    rate_per_key = models.BooleanField(
+        null=True, blank=True, help_text="The rate applies to each flow key on its own."
+    )
     updated_at = models.DateTimeField(db_default=Now())
 
     objects = QueueManager()
@@ -368,10 +400,41 @@ class Queue(models.Model):
                 condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=0),
                 name="pgjobs_queue_limit_gte_0",
             ),
+            models.CheckConstraint(
+                condition=Q(per_key_limit__isnull=True) | Q(per_key_limit__gte=1),
+                name="pgjobs_queue_per_key_gte_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(rate__isnull=True) | Q(rate__gt=0), name="pgjobs_queue_rate_gt_0"
+            ),
+            models.CheckConstraint(
+                condition=Q(burst__isnull=True) | Q(burst__gte=1), name="pgjobs_queue_burst_gte_1"
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+
+class Rate(models.Model):
+    """A rate limit's state (GCRA): the theoretical arrival time of the next start of a queue,
+    or of one flow key of it (key ''). Written only by the claim, under the queue's lock."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=63)
+    key = models.CharField(max_length=255, blank=True)
+    tat = models.DateTimeField()
+
+    objects = QueueManager()
+
+    class Meta:
+        db_table = RATE_TABLE
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "key"], name="pgjobs_rate_queue_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.key}"
 
 
 class Schedule(models.Model):

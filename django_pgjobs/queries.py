@@ -7,6 +7,8 @@ Every transition of the state machine is one statement here, fenced by the datab
     workflow     (nothing)  -> WAITING | PENDING    a step waits for its dependencies to end
     fan-in       WAITING    -> PENDING | CANCELLED  in the statement that ends its last dependency
     claim        PENDING    -> RUNNING              lock with SKIP LOCKED, attempts + 1, new lease
+                                                    controlled queues: after the queue's lock,
+                                                    within cap, per-key limit and rate (pgjobs_rate)
     heartbeat    RUNNING    -> RUNNING              extend the lease of jobs we still hold
     progress     RUNNING    -> RUNNING              the handler's latest job.progress(...)
     finalize     RUNNING    -> COMPLETED | COMPLETED_WITH_ERRORS | FAILED | PENDING (retry)
@@ -38,7 +40,7 @@ from uuid import UUID
 
 from django.db import connections, transaction
 
-from . import conf, db, doorbell
+from . import conf, db, doorbell, flow
 from .status import (
     ACTIVE_SQL,
     CANCELLED_SQL,
@@ -51,7 +53,14 @@ from .status import (
     TERMINAL_STATUSES,
     WAITING_SQL,
 )
-from .tables import DEPENDENCY_TABLE, JOB_TABLE, QUEUE_TABLE, UNIQUE_TABLE, WORKFLOW_TABLE
+from .tables import (
+    DEPENDENCY_TABLE,
+    JOB_TABLE,
+    QUEUE_TABLE,
+    RATE_TABLE,
+    UNIQUE_TABLE,
+    WORKFLOW_TABLE,
+)
 from .validation import decode_config
 
 T = JOB_TABLE
@@ -61,7 +70,7 @@ T = JOB_TABLE
 
 _INSERT_COLUMNS = (
     "type, queue, priority, config, trace_id, tenant_id, operated_by, max_attempts, unique_key, "
-    "run_after"
+    "flow_key, run_after"
 )
 # updated_at = created_at (both statement_timestamp()): not returned
 _RETURN_COLUMNS = "id, run_after, created_at"
@@ -71,7 +80,7 @@ _RETURN_COLUMNS = "id, run_after, created_at"
 # (doorbell.py), delivered on commit.
 _INSERT_ONE = f"""
 INSERT INTO {T} ({_INSERT_COLUMNS})
-VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
+VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s,
         COALESCE(%s::timestamptz, now() + %s * interval '1 second'))
 {{on_conflict}}
 RETURNING {_RETURN_COLUMNS}, {{ring}}
@@ -105,6 +114,7 @@ class NewJob:
     run_at: datetime | None  # absolute time, or
     delay: float  # seconds from the database's now()
     debounce_key: str | None = None
+    flow_key: str | None = None
 
 
 def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, datetime] | None:
@@ -121,6 +131,7 @@ def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, da
         job.operated_by,
         job.max_attempts,
         job.unique_key,
+        job.flow_key,
         job.run_at,
         job.delay,
         channel,
@@ -147,7 +158,7 @@ WITH win AS (
     RETURNING job_id
 )
 INSERT INTO {T} (id, {_INSERT_COLUMNS}) OVERRIDING SYSTEM VALUE
-SELECT win.job_id, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
+SELECT win.job_id, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s,
        COALESCE(%s::timestamptz, now() + %s * interval '1 second')
 FROM win
 {_ON_CONFLICT_UNIQUE}
@@ -160,11 +171,11 @@ RETURNING {_RETURN_COLUMNS}, {{ring}}
 # makes the enqueue wait for it, then insert a new open job: no enqueue is lost.
 _DEBOUNCE_COLUMNS = (
     "type, queue, priority, config, trace_id, tenant_id, operated_by, max_attempts, "
-    "debounce_key, run_after"
+    "debounce_key, flow_key, run_after"
 )
 _INSERT_DEBOUNCED = f"""
 INSERT INTO {T} AS j ({_DEBOUNCE_COLUMNS})
-VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s,
+VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s,
         LEAST(now() + %s::float8 * interval '1 second', now() + %s::float8 * interval '1 second'))
 ON CONFLICT (type, debounce_key)
     WHERE debounce_key IS NOT NULL AND status = {PENDING_SQL} AND history = '[]'::jsonb
@@ -209,7 +220,17 @@ def insert_windowed(
     it is active); returns (id, run_after, created_at), None when the key is taken."""
     channel = conf.get("NOTIFY_CHANNEL")
     key = job.unique_key
-    params = (key, unique_for, key, *_job_params(job), key, job.run_at, job.delay, channel)
+    params = (
+        key,
+        unique_for,
+        key,
+        *_job_params(job),
+        key,
+        job.flow_key,
+        job.run_at,
+        job.delay,
+        channel,
+    )
     row = db.fetchone_prepared(using, insert_windowed_sql(channel), params)
     return None if row is None else row[:3]
 
@@ -224,6 +245,7 @@ def insert_debounced(
     params = (
         *_job_params(job),
         job.debounce_key,
+        job.flow_key,
         debounce,
         max_wait,
         debounce,
@@ -248,6 +270,7 @@ _INSERT_MANY = f"""
 WITH ins AS (
     INSERT INTO {T} ({_INSERT_COLUMNS})
     SELECT %s, %s, %s, c.value, %s, %s, %s, %s, NULL,
+           COALESCE(%s::text, c.value #>> %s::text[]),
            COALESCE(%s::timestamptz, now() + %s * interval '1 second')
     FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS c(value, n)
     ORDER BY c.n
@@ -267,9 +290,15 @@ def _insert_many_sql(channel: str) -> str:
 INSERT_MANY_CHUNK = 5000  # configs per INSERT
 
 
-def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = None) -> list[int]:
+def insert_many(
+    job: NewJob,
+    config_arrays: Sequence[str],
+    using: str | None = None,
+    key_path: Sequence[str] | None = None,
+) -> list[int]:
     """Insert many jobs sharing every option but the config, one statement per JSON array of
-    configs (enqueue_many cuts them INSERT_MANY_CHUNK long); returns the ids in order."""
+    configs (enqueue_many cuts them INSERT_MANY_CHUNK long); returns the ids in order. Without
+    ``job.flow_key``, each job's flow key is its config's ``key_path`` (checked by the caller)."""
     ids: list[int] = []
     with db.cursor(using) as cur:
         for array in config_arrays:
@@ -283,6 +312,8 @@ def insert_many(job: NewJob, config_arrays: Sequence[str], using: str | None = N
                     job.tenant_id,
                     job.operated_by,
                     job.max_attempts,
+                    job.flow_key,
+                    list(key_path) if key_path and job.flow_key is None else None,
                     job.run_at,
                     job.delay,
                     array,
@@ -299,7 +330,7 @@ _INSERT_WORKFLOW = f"""
 WITH ins AS (
     INSERT INTO {T} ({_INSERT_COLUMNS}, status, workflow_id, step, deps_open, has_dependants)
     SELECT r.type, r.queue, r.priority, r.config, %(trace_id)s, %(tenant_id)s, %(operated_by)s,
-           r.max_attempts, NULL, now() + r.delay * interval '1 second',
+           r.max_attempts, NULL, NULL, now() + r.delay * interval '1 second',
            CASE WHEN r.deps > 0 THEN {WAITING_SQL} ELSE {PENDING_SQL} END,
            %(workflow_id)s, r.step, r.deps, r.dependants
     FROM ROWS FROM (
@@ -394,19 +425,24 @@ SET status = {RUNNING_SQL},
     updated_at = now()
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
-          j.trace_id, j.tenant_id, j.lease_token::text, j.created_at, j.cancel_requested
+          j.trace_id, j.tenant_id, j.lease_token::text, j.created_at, j.cancel_requested,
+          j.flow_key
 """
 
 
 def _claimable(j: str = "", types: str = "types") -> str:
     """The WHERE of every unlimited claim: due PENDING jobs of our types and queues, outside
-    the paused and limited queues; ``j`` qualifies the columns ("j." where others are in scope),
+    the paused and controlled queues (a control on the queue's row, or declared in
+    PGJOBS["QUEUES"]: the parameter ``controlled``, inside the hashed subplan, which keeps the
+    plan on the claim index); ``j`` qualifies the columns ("j." where others are in scope),
     ``types`` names the parameter of the types."""
     return f"""{j}status = {PENDING_SQL} AND {j}run_after <= now()
       AND {j}type = ANY(%({types})s::text[])
       AND (%(all_queues)s OR {j}queue = ANY(%(queues)s::text[]))
       AND {j}queue NOT IN (SELECT name FROM {QUEUE_TABLE}
-                        WHERE paused OR concurrency_limit IS NOT NULL)"""
+                        WHERE paused OR concurrency_limit IS NOT NULL
+                           OR per_key_limit IS NOT NULL OR rate IS NOT NULL
+                        UNION ALL SELECT unnest(%(controlled)s::text[]))"""
 
 
 # The lock is taken in a MATERIALIZED CTE so that LIMIT is applied exactly once:
@@ -474,24 +510,127 @@ WITH RECURSIVE tenants AS (
 )
 {_CLAIMED}"""
 
-# One queue with a cluster-wide cap. Run inside a transaction that first took the queue's
-# advisory lock (claim_limited), so that the count of RUNNING jobs cannot go stale between
-# two workers: claims of a limited queue are serialised, claims of other queues are not.
-_CLAIM_LIMITED = f"""
-WITH cap AS (
-    SELECT GREATEST(0, LEAST(%(limit)s, q.concurrency_limit - (
-        SELECT count(*) FROM {T} r WHERE r.status = {RUNNING_SQL} AND r.queue = q.name))) AS n
-    FROM {QUEUE_TABLE} q
-    WHERE q.name = %(queue)s AND NOT q.paused AND q.concurrency_limit IS NOT NULL
+# --- the controlled claim (docs/flow-control.md) ------------------------------------------------
+
+# A controlled queue's controls: the pgjobs_queue row's values win over those declared in
+# PGJOBS["QUEUES"] (the parameters). Always one row; a paused queue claims nothing. The buckets
+# read the clock once the queue's lock is held (``t``): now() would be the time before the wait.
+CONTROLS = f"""
+    SELECT COALESCE(q.paused, false) AS paused,
+           COALESCE(q.concurrency_limit, %(cap)s::int) AS cap,
+           COALESCE(q.per_key_limit, %(per_key)s::int) AS per_key,
+           COALESCE(q.rate, %(rate)s::float8) AS rate,
+           COALESCE(q.burst, %(burst)s::int, 1) AS burst,
+           COALESCE(q.rate_per_key, %(by_key)s::bool, false) AS by_key,
+           clock_timestamp() AS t
+    FROM (SELECT 1) one LEFT JOIN {QUEUE_TABLE} q ON q.name = %(queue)s"""
+
+
+def tokens_sql(tat: str) -> str:
+    """SQL of the starts a GCRA bucket allows now: ``burst`` when its theoretical arrival time
+    ``tat`` is past (or NULL), one fewer per 1/rate seconds it lies ahead."""
+    return (
+        f"GREATEST(0, floor(c.burst - GREATEST(0, extract(epoch FROM {tat} - c.t)) * c.rate"
+        " + 1e-9))::int"
+    )
+
+
+def _due(j: str = "") -> str:
+    """Due PENDING jobs of the queue being claimed, of our types."""
+    return f"""{j}status = {PENDING_SQL} AND {j}queue = %(queue)s AND {j}run_after <= now()
+      AND {j}type = ANY(%(types)s::text[])"""
+
+
+# Run after the queue's pg_advisory_xact_lock, as a statement of its own (its snapshot then
+# sees every earlier claimer's jobs): the counts and token rows cannot go stale. `room` is what
+# the queue allows (free threads, cap - RUNNING, queue-wide tokens); `keys` a loose index scan
+# over the flow keys with due work, after the worker's cursor, read lazily until `room` keys can
+# take a job (per key: per_key - its RUNNING, its own tokens); each key's head lines up by
+# rank, keyless jobs as one more line (in a queue with a key path only older jobs lack one:
+# that line looks at the first KEYLESS_SCAN due jobs, never a throttled backlog); SKIP LOCKED;
+# `spent` moves the buckets' arrival times.
+KEYLESS_SCAN = 1000
+_KEY_TAT = f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)"
+_CLAIM_CONTROLLED = f"""
+WITH RECURSIVE ctl AS ({CONTROLS}
+), room AS (
+    SELECT CASE WHEN c.paused THEN 0 ELSE GREATEST(0, LEAST(
+               %(limit)s::int,
+               c.cap - (SELECT count(*) FROM {T} r
+                        WHERE r.status = {RUNNING_SQL} AND r.queue = %(queue)s),
+               CASE WHEN c.rate IS NOT NULL AND NOT c.by_key THEN {tokens_sql("b.tat")} END))
+           END AS n,
+           CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql("b.tat")} END AS keyless
+    FROM ctl c LEFT JOIN {RATE_TABLE} b ON b.queue = %(queue)s AND b.key = ''
+), keys(k) AS (
+    (SELECT flow_key FROM {T}
+     WHERE {_due()} AND flow_key IS NOT NULL AND flow_key > %(after)s
+     ORDER BY flow_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.flow_key FROM {T} j
+            WHERE {_due("j.")} AND j.flow_key IS NOT NULL AND j.flow_key > keys.k
+            ORDER BY j.flow_key LIMIT 1)
+    FROM keys WHERE keys.k IS NOT NULL
+), lines AS (
+    SELECT l.k, l.n FROM (
+        SELECT k.k, LEAST(
+            (SELECT n FROM room),
+            c.per_key - (SELECT count(*) FROM {T} r
+                         WHERE r.status = {RUNNING_SQL} AND r.flow_key IS NOT NULL
+                           AND r.queue = %(queue)s AND r.flow_key = k.k),
+            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql(_KEY_TAT)} END) AS n
+        FROM keys k CROSS JOIN ctl c WHERE k.k IS NOT NULL
+    ) l
+    WHERE l.n > 0
+    LIMIT (SELECT n FROM room)
+), cand AS (
+    SELECT h.id, l.k, h.rank, h.priority, h.run_after FROM lines l CROSS JOIN LATERAL (
+        SELECT x.id, x.priority, x.run_after,
+               row_number() OVER (ORDER BY x.priority DESC, x.run_after, x.id) AS rank
+        FROM (SELECT id, priority, run_after FROM {T}
+              WHERE {_due()} AND flow_key IS NOT NULL AND flow_key = l.k
+              ORDER BY priority DESC, run_after, id LIMIT l.n) x
+    ) h
+    UNION ALL
+    SELECT y.id, NULL, row_number() OVER (ORDER BY y.priority DESC, y.run_after, y.id),
+           y.priority, y.run_after
+    FROM (SELECT x.id, x.priority, x.run_after
+          FROM (SELECT id, priority, run_after, flow_key FROM {T} WHERE {_due()}
+                ORDER BY priority DESC, run_after, id LIMIT %(keyless_scan)s) x
+          WHERE x.flow_key IS NULL
+          LIMIT (SELECT LEAST(n, keyless) FROM room)) y
 ), picked AS MATERIALIZED (
-    SELECT id FROM {T}
-    WHERE status = {PENDING_SQL} AND run_after <= now() AND queue = %(queue)s
-      AND type = ANY(%(types)s::text[])
-    ORDER BY priority DESC, run_after, id
-    LIMIT COALESCE((SELECT n FROM cap), 0)
-    FOR UPDATE SKIP LOCKED
+    SELECT j.id, c.k FROM cand c JOIN {T} j ON j.id = c.id
+    WHERE j.status = {PENDING_SQL}
+    ORDER BY c.rank, c.priority DESC, c.run_after, c.id
+    LIMIT (SELECT n FROM room)
+    FOR UPDATE OF j SKIP LOCKED
+), spent AS (
+    INSERT INTO {RATE_TABLE} AS b (queue, key, tat)
+    SELECT %(queue)s, s.k, c.t + s.n / c.rate * interval '1 second'
+    FROM (SELECT CASE WHEN (SELECT by_key FROM ctl) THEN COALESCE(p.k, '') ELSE '' END AS k,
+                 count(*) AS n
+          FROM picked p GROUP BY 1) s CROSS JOIN ctl c
+    WHERE c.rate IS NOT NULL
+    ON CONFLICT (queue, key) DO UPDATE
+    SET tat = GREATEST(b.tat, (SELECT t FROM ctl)) + (EXCLUDED.tat - (SELECT t FROM ctl))
 )
 {_CLAIMED}"""
+
+# Serialises the claims of one queue (every statement after it sees the earlier claims' jobs).
+_QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))"
+
+# When the next start of a rate-held queue is allowed: the earliest bucket that has none now
+# and due jobs it holds back (none: nothing is held, an idle or burst worker need not wait).
+_NEXT_START = f"""
+WITH ctl AS ({CONTROLS})
+SELECT min(extract(epoch FROM b.tat - c.t) - (c.burst - 1) / c.rate)
+FROM ctl c JOIN {RATE_TABLE} b ON b.queue = %(queue)s
+WHERE c.rate IS NOT NULL AND NOT c.paused
+  AND b.tat > c.t + (c.burst - 1) / c.rate * interval '1 second'
+  AND EXISTS (SELECT 1 FROM {T} j WHERE {_due("j.")}
+              AND (NOT c.by_key OR j.flow_key = b.key OR (b.key = '' AND j.flow_key IS NULL)))
+"""
 
 
 @dataclass(slots=True)
@@ -509,6 +648,7 @@ class ClaimedRow:
     created_at: datetime
     cancel_requested: bool
     config_error: str | None = None  # the stored config cannot be decoded: fail, never run
+    flow_key: str | None = None
 
 
 def _rows(cur: Any) -> list[ClaimedRow]:
@@ -530,6 +670,7 @@ def _rows(cur: Any) -> list[ClaimedRow]:
                 r[10],
                 r[11],
                 config_error,
+                r[12],
             )
         )
     claimed.sort(key=lambda c: (-c.priority, c.id))
@@ -607,7 +748,65 @@ def _claim_params(
         "worker": worker_id,
         "lease": lease_seconds,
         "after": after_tenant or "",
+        "controlled": list(flow.controlled_queues()),
     }
+
+
+@dataclass(slots=True)
+class ControlledClaim:
+    rows: list[ClaimedRow]
+    next_start_in: float | None  # seconds until a held rate allows a start; None: not held
+
+
+def claim_controlled(
+    *,
+    queue: str,
+    controls: flow.FlowSettings,
+    worker_id: str,
+    types: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    after_key: str | None = None,
+    using: str | None = None,
+) -> ControlledClaim:
+    """Claim up to ``limit`` jobs of one controlled queue (``controls``: PGJOBS["QUEUES"], the
+    queue's row overriding them), never above its cap, per-key limit or rate. Serialised per
+    queue by an advisory lock held for one short transaction; keys are served after
+    ``after_key``."""
+    if limit <= 0 or not types:
+        return ControlledClaim([], None)
+    alias = using or conf.get("DATABASE")
+    params = {
+        "queue": queue,
+        "types": list(types),
+        "limit": limit,
+        "worker": worker_id,
+        "lease": lease_seconds,
+        "cap": controls.concurrency,
+        "per_key": controls.per_key,
+        "rate": controls.rate,
+        "burst": controls.burst,
+        "by_key": controls.rate_per_key,
+        "after": after_key or "",
+        "lock": f"pgjobs.queue:{queue}",
+        "keyless_scan": KEYLESS_SCAN if controls.key else None,
+    }
+    if db.server_side_binding(alias):  # one statement per query: a transaction of three
+        with transaction.atomic(using=alias), db.cursor(alias) as cur:
+            cur.execute(_QUEUE_LOCK, params)
+            cur.execute(_CLAIM_CONTROLLED, params)
+            rows = _rows(cur)
+            cur.execute(_NEXT_START, params)
+            wait = cur.fetchone()[0]
+    else:  # one round trip: a multi-statement query is one transaction, the lock held to its end
+        with db.cursor(alias) as cur:
+            cur.execute(_QUEUE_LOCK + ";\n" + _CLAIM_CONTROLLED + ";\n" + _NEXT_START, params)
+            cur.nextset()
+            rows = _rows(cur)
+            cur.nextset()
+            wait = cur.fetchone()[0]
+    held = wait is not None and len(rows) < limit
+    return ControlledClaim(rows, max(0.0, float(wait)) if held else None)
 
 
 def claim_limited(
@@ -619,21 +818,16 @@ def claim_limited(
     lease_seconds: float,
     using: str | None = None,
 ) -> list[ClaimedRow]:
-    """Claim from one queue that has a cluster-wide concurrency limit, never exceeding it."""
-    if limit <= 0 or not types:
-        return []
-    alias = using or conf.get("DATABASE")
-    params = {
-        "queue": queue,
-        "types": list(types),
-        "limit": limit,
-        "worker": worker_id,
-        "lease": lease_seconds,
-    }
-    with transaction.atomic(using=alias), db.cursor(alias) as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"pgjobs.queue:{queue}"])
-        cur.execute(_CLAIM_LIMITED, params)
-        return _rows(cur)
+    """Claim from one queue that has a cluster-wide concurrency limit on its row."""
+    return claim_controlled(
+        queue=queue,
+        controls=flow.FlowSettings(),
+        worker_id=worker_id,
+        types=types,
+        limit=limit,
+        lease_seconds=lease_seconds,
+        using=using,
+    ).rows
 
 
 # --- history --------------------------------------------------------------------------------

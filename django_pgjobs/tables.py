@@ -3,6 +3,7 @@
 JOB_TABLE = "pgjobs_job"
 WORKER_TABLE = "pgjobs_worker"
 QUEUE_TABLE = "pgjobs_queue"
+RATE_TABLE = "pgjobs_rate"
 SCHEDULE_TABLE = "pgjobs_schedule"
 SCHEDULE_FIRE_TABLE = "pgjobs_schedule_fire"
 STAT_MINUTE_TABLE = "pgjobs_stat_minute"

@@ -179,7 +179,10 @@ class Worker:
             self.completer.write(batch)
             batch = []
             claimed = self.producer.claim_limited(min(free, limit))
-        written, rows = self.producer.finalize_and_claim(Completer.to_write(batch), limit - claimed)
+        unlimited = limit - claimed
+        if o.queues and set(o.queues) <= set(self.producer.limited):
+            unlimited = 0  # every queue of ours is controlled: no unlimited claim to send
+        written, rows = self.producer.finalize_and_claim(Completer.to_write(batch), unlimited)
         if batch:
             self.completer.settle(batch, written)
         self.producer.dispatch(rows)
@@ -199,8 +202,14 @@ class Worker:
             return True
         if o.burst and idle and not self.producer.last_claim_full and not self.guard.resting:
             # Nothing in flight and the last claim came back short: is anything still due?
-            # (Not knowable while the database fails: then back off and ask again.)
-            return self.run_once() == 0 and len(self.slots) == 0 and not self.guard.resting
+            # (Not knowable while the database fails: then back off and ask again.) Jobs a
+            # rate holds back are: the burst waits for their next start (next_start_at).
+            return (
+                self.run_once() == 0
+                and len(self.slots) == 0
+                and not self.guard.resting
+                and self.producer.next_start_at is None
+            )
         return False
 
     def _report_unknown_left(self) -> None:

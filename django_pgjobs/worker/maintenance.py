@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable
 from datetime import datetime
 
-from .. import aging, conf, queries, registry, retention, retry, rollup, scheduler, signals
+from .. import aging, conf, flow, queries, registry, retention, retry, rollup, scheduler, signals
 from ..sql import queues, rollups
 from .completer import send_robust
 from .options import WorkerOptions
@@ -89,8 +89,9 @@ def reaped_fate(job_type: str, attempts: int, max_attempts: int) -> retry.Decisi
 
 
 class QueueControls(Service):
-    """Tells the producer which of its queues have a cluster-wide limit (pauses are read by
-    every claim itself)."""
+    """Tells the producer which of its queues are controlled (a cap, per-key limit or rate on
+    the queue's row or in PGJOBS["QUEUES"]); pauses and the row's values are read by every
+    claim itself."""
 
     name = "queue_controls"
     interval = CONTROLS_REFRESH
@@ -103,11 +104,8 @@ class QueueControls(Service):
         self.publish = publish
 
     def run_once(self, now: datetime | None = None) -> dict[str, int]:
-        limited = [
-            q
-            for q in queues.limited_queues(using=self.using)
-            if self.queues is None or q in self.queues
-        ]
+        names = set(queues.limited_queues(using=self.using)) | set(flow.controlled_queues())
+        limited = sorted(q for q in names if self.queues is None or q in self.queues)
         self.publish(limited)
         return {"limited": len(limited)}
 

@@ -3,8 +3,9 @@
 A claim fills the free threads and, while every job held is of a type that runs short, up to
 ``prefetch`` more, which wait in the handoff for a thread: a drain of short jobs then refills
 the threads' queue before it runs dry, and a round trip carries up to ``batch_size`` jobs
-instead of one per free thread. Queues with a concurrency limit are claimed first, in their own
-short transactions, and only for free threads (a held job would count against the cap).
+instead of one per free thread. Controlled queues (a cap, per-key limit or rate:
+docs/flow-control.md) are claimed first, in their own short transactions, and only for free
+threads (a held job would count against the limits).
 The outcomes that ride in a claim's round trip are written through the completer
 (completer.write_with_claim; completer.py says who writes a job's outcome).
 
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import queries, registry
+from .. import flow, queries, registry
 from ..context import JobContext
 from ..queries import ClaimedRow, Completion
 from ..registry import HandlerSpec
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_pgjobs.worker")
 
+NO_CONTROLS = flow.FlowSettings()  # a queue controlled by its row alone
 RUNS_LONG = 0.05  # seconds after which a run in progress stops counting as short (prefetch)
 HOLD_MAX = 0.5  # seconds prefetched jobs may wait while every thread is busy before release
 
@@ -62,6 +64,8 @@ class Producer:
         self.last_claim_full = False  # the batch size, not the room, capped the last claim
         self._last_claim_short = False  # every type in the last non-empty claim runs short
         self._tenant_cursor: str | None = None
+        self._key_cursor: dict[str, str | None] = {}  # per controlled queue: last key served
+        self.next_start_at: float | None = None  # monotonic: a held rate's next start
         self._claim_sent = 0.0  # monotonic, before the last claim: its leases hold until + lease
 
     def room(self, ending: int) -> tuple[int, int]:
@@ -98,7 +102,10 @@ class Producer:
         return max(0, threads) + counted, thread_room + max(0, async_room)
 
     def claim_limited(self, free: int) -> int:
-        """Claim from the capped queues, one by one, for free threads only; dispatches them."""
+        """Claim from the controlled queues, one by one, for free threads (and free async slots)
+        only; dispatches them. A queue held by its rate says when its next start is allowed
+        (next_start_at)."""
+        self.next_start_at = None
         sync_types, thread_room, async_types, async_room = self._lines
         threads = self._claim_limited(sync_types, min(free, self._free_threads))
         on_loop = 0
@@ -110,21 +117,34 @@ class Producer:
 
     def _claim_limited(self, types: list[str], free: int) -> int:
         o, claimed = self.options, 0
+        declared = flow.queues()
         for name in self.limited:
-            if claimed >= free:  # a capped queue's job waits for no thread (or async slot)
+            if claimed >= free:  # a controlled queue's job waits for no thread (or slot)
                 break
             self._claim_sent = time.monotonic()
-            rows = queries.claim_limited(
+            got = queries.claim_controlled(
                 queue=name,
+                controls=declared.get(name, NO_CONTROLS),
                 worker_id=self.worker_id,
                 types=types,
                 limit=free - claimed,
                 lease_seconds=o.lease_seconds,
+                after_key=self._key_cursor.get(name),
                 using=o.using,
             )
-            self.dispatch(rows)
-            claimed += len(rows)
+            keys = [r.flow_key for r in got.rows if r.flow_key is not None]
+            # a full claim: the next one starts after the last key served (every key its turn)
+            self._key_cursor[name] = max(keys) if keys and len(got.rows) == free - claimed else None
+            if got.next_start_in is not None:
+                at = self._claim_sent + got.next_start_in
+                self.next_start_at = min(at, self.next_start_at or at)
+            self.dispatch(got.rows)
+            claimed += len(got.rows)
         return claimed
+
+    def until_next_start(self, now: float) -> float:
+        """Seconds until a rate-held queue allows its next start (inf: none is held)."""
+        return float("inf") if self.next_start_at is None else max(0.0, self.next_start_at - now)
 
     def finalize_and_claim(
         self, completions: list[Completion], limit: int

@@ -101,6 +101,7 @@ class Waiter:
                 self.leases.until_due(now),
                 self.progress.until_due(now),
                 self.slots.until_deadline(now),
+                self.producer.until_next_start(now),  # a rate-held queue's next start
             )
             if self._ring_me():
                 self.sleep(timeout)

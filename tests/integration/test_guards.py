@@ -62,6 +62,7 @@ def test_claim_uses_the_partial_index(fair):
         "worker": "w",
         "lease": 30.0,
         "after": "",
+        "controlled": ["crm"],  # a queue PGJOBS["QUEUES"] controls: left to its own claim
     }
     statement = queries._CLAIM_FAIR if fair else queries._CLAIM
     plan = "\n".join(r[0] for r in sql("EXPLAIN " + statement, params))
@@ -240,6 +241,7 @@ def test_the_workers_generic_plans_walk_the_same_indexes(history):
             "async_limit": "integer",
             "worker": "text",
             "lease": "double precision",
+            "controlled": "text[]",
         },
         {
             "types": ["test.noop"],
@@ -250,6 +252,7 @@ def test_the_workers_generic_plans_walk_the_same_indexes(history):
             "async_limit": 50,
             "worker": "w",
             "lease": 30.0,
+            "controlled": ["crm"],
         },
     )
     assert "pgjobs_job_claim_idx" in claim and "pgjobs_job_pkey" in claim, claim
@@ -312,3 +315,50 @@ def test_no_generic_plans_from_the_statistics_of_an_empty_table(monkeypatch):
     connection.connection._pgjobs_generic_recheck = 0.0  # as if the interval had passed
     db.use_generic_plans()
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_controlled_claim_never_walks_a_throttled_backlog(settings):
+    """50,000 due jobs of one key at its per-key limit, 1,000 other keys: the claim reads each
+    key's head through pgjobs_job_flow_pending_idx (a loose index scan), never the held key's
+    backlog nor the other queues' jobs (docs/flow-control.md)."""
+    from django.db import connection, transaction
+
+    from django_pgjobs import flow, queries
+
+    settings.PGJOBS = {
+        **settings.PGJOBS,
+        "QUEUES": {"crm": {"per_key": 1, "key": "config.c", "rate": "1000/s", "burst": 10}},
+    }
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, flow_key) "
+        "SELECT 'test.noop', 'crm', 'a' FROM generate_series(1, 50000)"
+    )
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, flow_key) "
+        "SELECT 'test.noop', 'crm', 'k' || i FROM generate_series(1, 1000) i"
+    )
+    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
+    sql(
+        "UPDATE pgjobs_job SET status = 'RUNNING', lease_token = gen_random_uuid(), "
+        "lease_expires_at = now() + interval '1 hour' "
+        "WHERE id = (SELECT min(id) FROM pgjobs_job WHERE flow_key = 'a')"
+    )
+    sql("ANALYZE pgjobs_job")
+    c = flow.queues()["crm"]
+    params = {
+        **dict(queue="crm", types=["test.noop"], limit=8, worker="w", lease=30, lock="x"),
+        **dict(cap=c.concurrency, per_key=c.per_key, rate=c.rate, burst=c.burst, by_key=None),
+        **dict(after="", keyless_scan=queries.KEYLESS_SCAN),
+    }
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries._CLAIM_CONTROLLED, params)
+        plan = cur.fetchone()[0][0]
+        transaction.set_rollback(True)
+    text = str(plan)
+    hits = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+    assert "pgjobs_job_flow_pending_idx" in text and "Seq Scan" not in text, text[:3000]
+    assert hits < 1500, (
+        f"the controlled claim read {hits} blocks: it walks a held key's backlog. Keep the loose "
+        "index scan over (queue, flow_key) lazy (no sort or join that reads every key first)"
+    )

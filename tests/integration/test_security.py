@@ -126,10 +126,18 @@ CHECKED_NAMES = {
     ("queries.py", "ring"): "doorbell.ring_sql(): literals, int keys and the caller's columns",
     ("queries.py", "j"): "_claimable()'s column prefix: '' or 'j.', a literal at every call",
     ("queries.py", "types"): "_claimable()'s parameter name, a literal at every call",
+    ("queries.py", "tat"): "tokens_sql()'s column: a literal or the constant _KEY_TAT",
 }
 # Functions composing SQL from literals; a call to one is allowed when its arguments are literals,
 # module constants or calls to these (the test above checks their own f-strings).
-FRAGMENTS = {"_claimable", "history_entry", "history_appended", "silent_since"}
+FRAGMENTS = {
+    "_claimable",
+    "_due",
+    "tokens_sql",
+    "history_entry",
+    "history_appended",
+    "silent_since",
+}
 _SQL = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE|LISTEN|NOTIFY|TRUNCATE)\b")
 _CONSTANT = re.compile(r"^(?:[a-z_]+\.)?_?[A-Z][A-Z0-9_]*(?:\.replace\([^()]*\))?$")
 

@@ -96,6 +96,7 @@ def test_migrate_with_the_router_puts_the_queue_on_its_server_only(queue_server)
             "pgjobs_job",
             "pgjobs_worker",
             "pgjobs_queue",
+            "pgjobs_rate",
             "pgjobs_schedule",
             "pgjobs_schedule_fire",
             "pgjobs_stat_minute",

@@ -6,11 +6,7 @@ from django_pgjobs import conf
 from tests.conftest import ROOT
 
 DOC = ROOT / "docs" / "settings.md"
-CODE = [
-    ROOT / "django_pgjobs" / "checks.py",
-    ROOT / "django_pgjobs" / "backend.py",
-    ROOT / "django_pgjobs" / "aging.py",
-]
+CODE = [ROOT / "django_pgjobs" / n for n in ("checks.py", "backend.py", "aging.py", "flow.py")]
 
 
 def test_the_docs_table_is_the_generated_one():

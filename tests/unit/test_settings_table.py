@@ -64,6 +64,7 @@ def test_defaults_are_derived_unchanged():
         "TCP_USER_TIMEOUT",
         "ASYNC_CONCURRENCY",
         "WORKFLOW_MAX_JOBS",
+        "QUEUES",
     }
     assert list(conf.DEFAULTS) == [s.name for s in conf.SETTINGS]  # one entry per name
 
@@ -153,7 +154,7 @@ def test_wrong_types_and_values_are_refused(settings, pgjobs, check_id):
         {"BACKOFF_JITTER": 0},
         {"DEFAULT_QUEUE": "emails:low"},
         {"MAX_CONFIG_BYTES": 10**400},
-        {"QUEUES": ["reserved"]},
+        {"QUEUES": {"crm": {"per_key": 1, "key": "config.c", "rate": "10/s"}}},
         {"LEASE_SECONDS": 3},
         {"TCP_USER_TIMEOUT": 0.5},
         {"TCP_KEEPALIVES_IDLE": 0},

@@ -32,6 +32,9 @@ class Claims:
     def room(self, ending):
         return self.free, self.free
 
+    def until_next_start(self, now):
+        return math.inf
+
 
 class Clock:
     """Leases and progress: nothing due before ``due`` seconds."""

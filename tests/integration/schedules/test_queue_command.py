@@ -56,12 +56,14 @@ def test_list_shows_controls_and_job_counts_of_every_queue():
     enqueue("test.echo", queue="emails", run_after=3600)
     enqueue("test.echo", queue="default")
     lines = run("list").splitlines()
-    assert lines[0].split() == ["QUEUE", "STATE", "LIMIT", "DUE", "LATER", "RUNNING"]
+    assert lines[0].split() == [
+        *("QUEUE", "STATE", "LIMIT", "PER_KEY", "RATE", "DUE", "LATER", "RUNNING", "HELD", "WHY")
+    ]
     table = {line.split()[0]: line.split()[1:] for line in lines[1:]}
-    assert table == {
-        "default": ["open", "-", "1", "0", "0"],
-        "emails": ["paused", "-", "1", "1", "0"],
-        "idle": ["open", "3", "0", "0", "0"],
+    assert table == {  # flow control's columns: tests/integration/test_flow_control.py
+        "default": ["open", "-", "-", "-", "1", "0", "0", "0"],
+        "emails": ["paused", "-", "-", "-", "1", "1", "0", "1", "paused"],
+        "idle": ["open", "3", "-", "-", "0", "0", "0", "0"],
     }
 
 
