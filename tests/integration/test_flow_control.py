@@ -55,6 +55,22 @@ def test_flow_key_comes_from_the_queues_key_path_or_the_argument(queues):
     assert [Job.objects.get(pk=i).flow_key for i in ids] == ["a", "7"]
 
 
+def test_windowed_and_debounced_jobs_carry_their_flow_key(queues):
+    queues(crm={"per_key": 1, "key": "config.customer.id"})
+    windowed = enqueue(
+        "test.noop", {"customer": {"id": 1}}, queue="crm", unique_key="w", unique_for=60
+    )
+    debounced = enqueue(
+        "test.noop", {"customer": {"id": 2}}, queue="crm", debounce=60, debounce_key="d"
+    )
+    merged = enqueue(
+        "test.noop", {"customer": {"id": 2}}, queue="crm", debounce=60, debounce_key="d"
+    )
+    assert merged.pk == debounced.pk
+    assert Job.objects.get(pk=windowed.pk).flow_key == "1"
+    assert Job.objects.get(pk=debounced.pk).flow_key == "2"
+
+
 @pytest.mark.parametrize("config", [{}, {"customer": {}}, {"customer": {"id": True}}])
 def test_a_missing_key_is_refused_before_any_sql(queues, config):
     queues(crm={"per_key": 1, "key": "config.customer.id"})
