@@ -16,27 +16,17 @@ from ..arguments import add_database_flag
 from ..base import PgjobsCommand
 
 
-def _limit(value: str) -> int | None:
-    if value.lower() == "none":
+def _at_least(value: str, least: int, what: str, none: bool = True) -> int | None:
+    """``value`` as an integer >= ``least`` ('none' -> None where ``none``), else CommandError."""
+    if none and value.lower() == "none":
         return None
     try:
         n = int(value)
     except ValueError:
-        n = -1
-    if n < 0:
-        raise CommandError(f"limit must be an integer >= 0 or 'none', got {value!r}")
-    return n
-
-
-def _per_key(value: str) -> int | None:
-    if value.lower() == "none":
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise CommandError(f"per-key limit must be an integer >= 1 or 'none', got {value!r}")
+        n = least - 1
+    if n < least:
+        alt = " or 'none'" if none else ""
+        raise CommandError(f"{what} must be an integer >= {least}{alt}, got {value!r}")
     return n
 
 
@@ -47,18 +37,6 @@ def _rate(value: str) -> float | None:
         return flow.parse_rate(value)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-
-
-def _burst(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise CommandError(f"--burst must be an integer >= 1, got {value!r}")
-    return n
 
 
 class Command(PgjobsCommand):
@@ -100,7 +78,7 @@ class Command(PgjobsCommand):
         except InvalidJobOption as exc:
             raise CommandError(str(exc)) from None
         if action == "limit":
-            limit = _limit(opts["limit"])
+            limit = _at_least(opts["limit"], 0, "limit")
             info = queues.set_queue_limit(name, limit, using)
             done = "Limit removed" if limit is None else f"Limit set to {limit}"
         elif action in ("per-key", "rate"):
@@ -119,10 +97,12 @@ class Command(PgjobsCommand):
     def _flow(self, action: str, name: str, opts: dict[str, Any], using: str | None) -> str:
         """Set the row's per-key limit or rate (checked before any SQL); what was done."""
         if action == "per-key":
-            n = _per_key(opts["limit"])
+            n = _at_least(opts["limit"], 1, "per-key limit")
             queues.set_queue_per_key(name, n, using)
             return "per-key limit removed" if n is None else f"at most {n} running per key"
-        rate, burst = _rate(opts["rate"]), _burst(opts["burst"])
+        burst = opts["burst"]
+        rate = _rate(opts["rate"])
+        burst = None if burst is None else _at_least(burst, 1, "--burst", none=False)
         if rate is None and (burst is not None or opts["per_key"]):
             raise CommandError("--burst and --per-key go with a rate, not with 'none'")
         queues.set_queue_rate(name, rate, burst, opts["per_key"] or None, using)
