@@ -1564,7 +1564,7 @@ WITH RECURSIVE clock AS (
     LIMIT %(limit)s
 ), picked AS MATERIALIZED (
     SELECT id FROM {T}
-    WHERE id IN (SELECT id FROM candidates) AND status = {PENDING_SQL}
+    WHERE id = ANY(ARRAY(SELECT id FROM candidates)) AND status = {PENDING_SQL}
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {T} j

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.db import connection, connections
 
+from django_pgjobs import enqueue
 from django_pgjobs.models import Job
 from django_pgjobs.retention import prune_once
 from tests.concurrency import flow_producer
@@ -147,6 +148,9 @@ def test_without_workers_a_thousand_enqueues_make_one_job_with_the_last_config()
 
 def test_while_draining_every_config_reaches_a_run_started_after_it(start_worker):
     worker = start_worker("--poll-interval", "0.05", "--concurrency", "4", "--no-scheduler")
+    # the producers must write while the worker claims: wait until it serves
+    probe = enqueue("test.noop", {})
+    eventually(lambda: Job.objects.get(pk=probe.pk).status == "COMPLETED", timeout=60, message="up")
     pending_seen: list[int] = []
     stop = threading.Event()
 
