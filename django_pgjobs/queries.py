@@ -121,21 +121,7 @@ def insert_job(job: NewJob, using: str | None = None) -> tuple[int, datetime, da
     """Insert one job and ring the doorbell if a worker sleeps (delivered on commit); returns
     (id, run_after, created_at), None when the unique key is taken."""
     channel = conf.get("NOTIFY_CHANNEL")
-    params = (
-        job.type,
-        job.queue,
-        job.priority,
-        job.config_json,
-        job.trace_id,
-        job.tenant_id,
-        job.operated_by,
-        job.max_attempts,
-        job.unique_key,
-        job.flow_key,
-        job.run_at,
-        job.delay,
-        channel,
-    )
+    params = (*_job_params(job), job.unique_key, job.flow_key, job.run_at, job.delay, channel)
     row = db.fetchone_prepared(using, insert_one_sql(channel, bool(job.unique_key)), params)
     return None if row is None else row[:3]
 
