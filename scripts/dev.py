@@ -268,7 +268,9 @@ def cmd_test(args: Sequence[str], sup: Supervisor) -> int:
         return 1
     _ensure_system_tools()
     with database() as url:
-        rc = sup.run([sys.executable, "-m", "pytest", *args], _child_env(url))
+        # The whole suite names its slowest tests: where CI's time budget goes.
+        pytest_args = list(args) or ["--durations=25"]
+        rc = sup.run([sys.executable, "-m", "pytest", *pytest_args], _child_env(url))
     if rc == PYTEST_NO_TESTS:
         say(
             "FAILED: pytest collected no tests (pytest exit code 5). "

@@ -140,7 +140,8 @@ def venv_for(leg: Leg) -> Path | None:
         return None
     venv = VENVS / f"dj{leg.django}-py{leg.python}"
     requirement, _, extra = DJANGO[leg.django]
-    extras = "dev,embedded,prometheus,otel,browser" if leg.paths[0] == "tests" else "dev"
+    # tests/integration/observability drives the otel and prometheus extras on every leg.
+    extras = "dev,prometheus,otel" + (",embedded,browser" if leg.paths[0] == "tests" else "")
     stamp = venv / ".matrix-stamp"
     want = f"{_pyproject_hash()} {extras}"
     if stamp.exists() and stamp.read_text() == want:
@@ -278,6 +279,7 @@ def run(leg: Leg, url: str, pytest_args: Sequence[str]) -> None:
                 "-p",
                 "no:cacheprovider",
                 f"--junitxml={xml}",
+                "--durations=12",
                 *leg.paths,
                 *pytest_args,
             ],
@@ -292,6 +294,9 @@ def run(leg: Leg, url: str, pytest_args: Sequence[str]) -> None:
     leg.returncode = done.returncode
     if done.returncode:
         sys.stderr.write(done.stdout[-6000:] + done.stderr[-2000:])
+    else:  # where a leg's time goes, for keeping CI inside its budget
+        slowest = done.stdout.partition("slowest 12 durations")[2].partition("\n\n")[0]
+        sys.stderr.write(f"{leg.name}: slowest{slowest}\n")
     if done.returncode == 5:
         leg.problem = "pytest collected no tests"
     elif not done.returncode and not leg.counts.get("passed"):  # never a silent green
