@@ -230,11 +230,11 @@ def _ensure_system_tools() -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     quiet = {"stdout": subprocess.DEVNULL, "env": env}
     subprocess.run(["apt-get", "update", "-qq"], check=False, **quiet)  # noqa: S607
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "-qq", *missing],  # noqa: S607
-        check=False,
-        **quiet,
-    )
+    install = ["apt-get", "install", "-y", "-qq", *missing]
+    done = subprocess.run(install, check=False, **quiet)
+    if done.returncode:  # an earlier install cut short leaves dpkg "interrupted": finish it, retry
+        subprocess.run(["dpkg", "--configure", "-a"], check=False, **quiet)  # noqa: S607
+        done = subprocess.run(install, check=False, **quiet)
     if done.returncode:
         say(f"warning: apt-get install {' '.join(missing)} failed (exit {done.returncode})")
 
