@@ -1,5 +1,5 @@
 """A worker cut from its database by a silent partition (frames dropped, no reset) mid-job,
-for minutes: it notices within the bound its connection settings set, its handler is told the
+for 90 s: it notices within the bound its connection settings set, its handler is told the
 lease is lost, another worker rescues the job after the lease, the server keeps no session of
 the cut-off worker, and once the link heals the worker goes on by itself within seconds."""
 
@@ -21,7 +21,7 @@ from .netns import Cluster, HostWorker, worker_hosts
 pytestmark = pytest.mark.topology
 
 LEASE = 10.0  # netfail_settings: the lease, and a dead link noticed within 4 s (2 + 1 x 2)
-CUT_SECONDS = 150.0
+CUT_SECONDS = 90.0  # many backoff cycles (each at most 5 s) and nine leases
 SETTINGS = "tests.topology.netfail_settings"
 FLAGS = ("--concurrency", "2", "--reap-interval", "1", "--poll-interval", "0.5", "-v", "1")
 
