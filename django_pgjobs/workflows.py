@@ -104,6 +104,7 @@ class Workflow:
         self.using = using
         self.members: list[_Member] = []
         self._steps: dict[str, list[int]] = {}
+        self._runs: list[tuple[int, int]] = []  # (first member, count) sharing their columns
         self.id: int | None = None
 
     def add(
@@ -154,6 +155,11 @@ class Workflow:
         first = len(self.members)
         self.members.extend(_Member(step, s, parents, mode) for s in specs)
         self._steps[step] = list(range(first, len(self.members)))
+        head = specs[0]
+        if all(s.options is head.options and s.type == head.type for s in specs):
+            self._runs.append((first, len(specs)))  # one group(): all but the configs shared
+        else:
+            self._runs += [(i, 1) for i in range(first, len(self.members))]
         return [Step(step, i) for i in range(first, len(self.members))]
 
     def enqueue(self) -> WorkflowRun:
@@ -205,12 +211,13 @@ class Workflow:
         parents_of = self._parents_of()
         plan = _Plan()
         prepared: dict[tuple[str, int], tuple] = {}  # a group's members share their options
-        for child, (m, parents) in enumerate(zip(self.members, parents_of, strict=True)):
-            plan.add_job(self._prepared(m, prepared), m.step, len(parents))
+        for (first, k), parents in zip(self._runs, parents_of, strict=True):
+            m = self.members[first]
+            plan.add_jobs(k, self._prepared(m, prepared), m.step, len(parents))
             if parents:
-                plan.parents += parents
-                plan.children += [child] * len(parents)
-                plan.modes += [m.mode] * len(parents)
+                plan.parents += parents * k
+                plan.children += [c for c in range(first, first + k) for _ in parents]
+                plan.modes += [m.mode] * (len(parents) * k)
         plan.dependants = bytearray(n)
         for p in set(plan.parents):
             plan.dependants[p] = 1
@@ -218,16 +225,17 @@ class Workflow:
         return plan
 
     def _parents_of(self) -> list[list[int]]:
-        """Each member's parents (job indexes, no repeat), resolved once per step (a group's
+        """Each run's parents (job indexes, no repeat), resolved once per step (a group's
         members share theirs); refuses a cycle of steps."""
         resolved: dict[int, list[int]] = {}
         step_parents: dict[str, set[str]] = {s: set() for s in self._steps}
         found = []
-        for m in self.members:
+        for first, _ in self._runs:
+            m = self.members[first]
             parents = resolved.get(id(m.after))
             if parents is None:
                 parents = resolved[id(m.after)] = list(dict.fromkeys(self._resolve(m)))
-                step_parents[m.step].update(self.members[p].step for p in parents)
+                step_parents[m.step].update({self.members[p].step for p in parents})
             found.append(parents)
         _refuse_cycles(step_parents)
         return found
@@ -256,14 +264,15 @@ class Workflow:
         return arrays
 
     def _resolve(self, m: _Member) -> list[int]:
-        found = []
+        found: list[int] = []
+        members = self.members
         for ref in m.after:
             if isinstance(ref, Step):
-                if ref.index >= len(self.members) or self.members[ref.index].step != ref.name:
+                if ref.index >= len(members) or members[ref.index].step != ref.name:
                     raise InvalidJobOption(f"step {m.step!r}: {ref!r} is not of this workflow")
                 found.append(ref.index)
             elif ref in self._steps:
-                found.extend(self._steps[ref])
+                found += self._steps[ref]
             else:
                 raise InvalidJobOption(
                     f"step {m.step!r} runs after unknown step {ref!r} (steps: "
@@ -320,15 +329,16 @@ class _Plan:
     children: list[int] = field(default_factory=list)
     modes: list[str] = field(default_factory=list)
 
-    def add_job(self, prepared: tuple, step: str, deps: int) -> None:
+    def add_jobs(self, k: int, prepared: tuple, step: str, deps: int) -> None:
+        """``k`` jobs sharing their columns (all but the config)."""
         type_, queue, priority, max_attempts, delay = prepared
-        self.types.append(type_)
-        self.queues.append(queue)
-        self.priorities.append(priority)
-        self.max_attempts.append(max_attempts)
-        self.delays.append(delay)
-        self.steps.append(step)
-        self.deps.append(deps)
+        self.types += [type_] * k
+        self.queues += [queue] * k
+        self.priorities += [priority] * k
+        self.max_attempts += [max_attempts] * k
+        self.delays += [delay] * k
+        self.steps += [step] * k
+        self.deps += [deps] * k
 
     def chunks(self) -> Iterator[queries.WorkflowJobs]:
         for k, configs in enumerate(self.configs):
@@ -341,7 +351,7 @@ class _Plan:
                 max_attempts=_ints(self.max_attempts[cut]),
                 steps=_texts(self.steps[cut]),
                 deps=_ints(self.deps[cut]),
-                dependants="{" + ",".join(_BOOLS[b] for b in self.dependants[cut]) + "}",
+                dependants="{" + ",".join(self.dependants[cut].decode().translate(_BOOLS)) + "}",
                 delays=_floats(self.delays[cut]),
             )
 
@@ -351,7 +361,7 @@ class _Plan:
         return _ints(map(job, self.parents)), _ints(map(job, self.children)), _texts(self.modes)
 
 
-_BOOLS = ("f", "t")
+_BOOLS = {0: "f", 1: "t"}  # str.translate: the dependants' bytes as a bool array's letters
 
 
 def _ints(values: Iterable[int]) -> str:
@@ -365,6 +375,8 @@ def _texts(values: Sequence[str]) -> str:
 
 
 def _floats(values: Sequence[float]) -> str:
+    if all(map(math.isfinite, values)):
+        return "{" + ",".join(map(repr, values)) + "}"
     return "{" + ",".join(repr(v) if math.isfinite(v) else str(v) for v in values) + "}"
 
 
