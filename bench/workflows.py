@@ -231,6 +231,11 @@ def main() -> None:
         "group drain throughput / plain drain (>= 0.7)": out["drain plain"]["median"]
         / out["drain group + callback"]["median"],
     }
+    if ab:  # the same ratio, measured in the two checkouts' subprocesses
+        ratios["group enqueue / enqueue_many, this checkout over --before"] = (
+            out["group throughput / enqueue_many (after)"]["median"]
+            / out["group throughput / enqueue_many (before)"]["median"]
+        )
     for name, value in ratios.items():
         print(f"{name:54} {value:.3f}")
     load = os.getloadavg()
@@ -238,7 +243,30 @@ def main() -> None:
     result = {"args": vars(opts), "series": out, "ratios": ratios, "loadavg": load}
     path = ROOT / "bench" / "results" / "workflows.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written {path}")
+    path.with_suffix(".md").write_text(markdown(result))
+    print(f"written {path} and .md")
+
+
+def markdown(result: dict) -> str:
+    """bench/results/workflows.md: the medians and ratios of workflows.json, as tables."""
+    load = ", ".join(f"{x:.1f}" for x in result["loadavg"])
+    lines = [
+        "# bench/workflows.py",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, args {result['args']}, load "
+        f"average at the end {load} (2 cores, shared: loaded). Raw: workflows.json.",
+        "",
+        "| series | median | min | max | unit | n |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, v in result["series"].items():
+        lines.append(
+            f"| {name} | {v['median']:.4g} | {v['min']:.4g} | {v['max']:.4g} | {v['unit']} "
+            f"| {v['n']} |"
+        )
+    lines += ["", "| ratio (target) | value |", "|---|---|"]
+    lines += [f"| {name} | {value:.3f} |" for name, value in result["ratios"].items()]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
