@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+SRC = Path(os.environ.get("PGJOBS_BENCH_SRC", ROOT))  # the django_pgjobs measured (--before)
+sys.path.insert(0, str(SRC))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 
 
@@ -56,25 +57,36 @@ def plain_finalize_sql() -> str:
     )
 
 
-def finalize_round(statement: str, n: int) -> list[float]:
+def finalize_round(statements: dict[str, str], n: int, generic: bool) -> dict[str, list[float]]:
+    """ms per job of each statement, batch by batch in turn on the same table (50 jobs a
+    batch): run as the worker runs them, prepared, and either planned once (``generic``: the
+    worker's plan_cache_mode on a table of 10,000 rows or more) or planned at each execution
+    (custom plans: smaller tables, and any unprepared connection)."""
     from django.db import connection
 
-    from django_pgjobs import enqueue_many, queries
+    from django_pgjobs import db, enqueue_many, queries
     from django_pgjobs.queries import Completion
 
     wipe()
     enqueue_many("test.noop", [{}] * n)
-    times = []
     with connection.cursor() as cur:
-        while rows := queries.claim(
-            worker_id="b", types=["test.noop"], queues=None, limit=50, lease_seconds=60
-        ):
-            done = [Completion(r.id, r.lease_token, r.attempts, "COMPLETED") for r in rows]
-            params = queries._finalize_params(done)
-            start = time.perf_counter()
-            cur.execute(statement, params)
-            cur.fetchall()
-            times.append((time.perf_counter() - start) * 1e3 / len(rows))
+        mode = "force_generic_plan" if generic else "force_custom_plan"
+        cur.execute(f"SET plan_cache_mode = {mode}")
+    times: dict[str, list[float]] = {name: [] for name in statements}
+    turns = list(statements.items())
+    cur = db.prepared_cursor(None)
+    k = 0
+    while rows := queries.claim(
+        worker_id="b", types=["test.noop"], queues=None, limit=50, lease_seconds=60
+    ):
+        name, statement = turns[k % len(turns)]
+        k += 1
+        done = [Completion(r.id, r.lease_token, r.attempts, "COMPLETED") for r in rows]
+        params = queries._finalize_params(done)
+        start = time.perf_counter()
+        cur.execute(statement, params)
+        cur.fetchall()
+        times[name].append((time.perf_counter() - start) * 1e3 / len(rows))
     return times
 
 
@@ -135,25 +147,63 @@ def summary(name: str, values: list[float], unit: str) -> dict:
     return {"median": med, "min": min(values), "max": max(values), "unit": unit, "n": len(values)}
 
 
+def enqueue_pair(n: int, reps: int = 1) -> dict[str, float]:
+    """The enqueue phase in this process's django_pgjobs (SRC): medians of ``reps`` pairs,
+    after one untimed pair when ``reps`` > 1 (a fresh process's first statements)."""
+    if reps > 1:
+        enqueue_group(n), enqueue_plain(n)
+    pairs = [(enqueue_group(n), enqueue_plain(n)) for _ in range(reps)]
+    return {
+        "enqueue group + callback": statistics.median(p[0] for p in pairs),
+        "enqueue_many": statistics.median(p[1] for p in pairs),
+    }
+
+
+def enqueue_ab(before: str, n: int, rounds: int) -> dict[str, list[float]]:
+    """The enqueue phase of ``before`` (a checkout) and of this one, each round a subprocess
+    of each, alternated (A B, B A, ...): the ratio group/enqueue_many of each side."""
+    found: dict[str, list[float]] = {}
+    sides = [("before", before), ("after", str(ROOT))]
+    for k in range(rounds):
+        for side, src in sides if k % 2 == 0 else sides[::-1]:
+            env = {**os.environ, "PGJOBS_BENCH_SRC": src}
+            args = [sys.executable, __file__, "--phase", "enqueue", "--n", str(n)]
+            out = subprocess.run(args, env=env, check=True, capture_output=True, text=True)  # noqa: S603
+            pair = json.loads(out.stdout.strip().splitlines()[-1])
+            for name, value in pair.items():
+                found.setdefault(f"{name} ({side})", []).append(value)
+            found.setdefault(f"group throughput / enqueue_many ({side})", []).append(
+                pair["enqueue_many"] / pair["enqueue group + callback"]
+            )
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--before", help="a checkout (e.g. of main): its enqueue, A/B")
+    parser.add_argument("--phase", choices=["all", "enqueue"], default="all")
     opts = parser.parse_args()
     setup()
+    if opts.phase == "enqueue":  # one round, for enqueue_ab's subprocesses
+        print(json.dumps(enqueue_pair(opts.n, reps=3)))
+        return
     from django_pgjobs import queries
 
     out: dict[str, dict] = {}
-    fin = {"finalize, with fan-in (today)": [], "finalize, before workflows": []}
+    fin: dict[str, list[float]] = {}
     enq: dict[str, list[float]] = {"enqueue group + callback": [], "enqueue_many": []}
     drains: dict[str, list[float]] = {"drain group + callback": [], "drain plain": []}
     lags: list[float] = []
+    statements = {"with fan-in (today)": queries.finalize_sql(), "before": plain_finalize_sql()}
     for _ in range(opts.rounds):
-        fin["finalize, with fan-in (today)"] += finalize_round(queries.finalize_sql(), opts.n)
-        fin["finalize, before workflows"] += finalize_round(plain_finalize_sql(), opts.n)
-        enq["enqueue group + callback"].append(enqueue_group(opts.n))
-        enq["enqueue_many"].append(enqueue_plain(opts.n))
+        for generic, plans in ((True, "generic plan"), (False, "custom plans")):
+            for name, values in finalize_round(statements, opts.n, generic).items():
+                fin.setdefault(f"finalize {name}, {plans}", []).extend(values)
+        for name, value in enqueue_pair(opts.n).items():
+            enq[name].append(value)
         enqueue_group(opts.n)
         drains["drain group + callback"].append(drain(opts.workers))
         lags.append(callback_lag())
@@ -164,20 +214,59 @@ def main() -> None:
     for name, values in {**enq, **drains}.items():
         out[name] = summary(name, values, "s")
     out["callback start after last member finished"] = summary("callback lag", lags, "ms")
+    ab = enqueue_ab(opts.before, opts.n, opts.rounds) if opts.before else {}
+    for name, values in ab.items():
+        out[name] = summary(name, values, "x" if "/" in name else "s")
+    fin_ratio = {
+        f"finalize today / before, {plans} (<= 1.03)": out[
+            f"finalize with fan-in (today), {plans}"
+        ]["median"]
+        / out[f"finalize before, {plans}"]["median"]
+        for plans in ("generic plan", "custom plans")
+    }
     ratios = {
-        "finalize today / before (<= 1.03)": out["finalize, with fan-in (today)"]["median"]
-        / out["finalize, before workflows"]["median"],
+        **fin_ratio,
         "group enqueue throughput / enqueue_many (>= 0.8)": out["enqueue_many"]["median"]
         / out["enqueue group + callback"]["median"],
         "group drain throughput / plain drain (>= 0.7)": out["drain plain"]["median"]
         / out["drain group + callback"]["median"],
     }
+    if ab:  # the same ratio, measured in the two checkouts' subprocesses
+        ratios["group enqueue / enqueue_many, this checkout over --before"] = (
+            out["group throughput / enqueue_many (after)"]["median"]
+            / out["group throughput / enqueue_many (before)"]["median"]
+        )
     for name, value in ratios.items():
         print(f"{name:54} {value:.3f}")
-    result = {"args": vars(opts), "series": out, "ratios": ratios, "loadavg": os.getloadavg()}
+    load = os.getloadavg()
+    print(f"load average {load}")
+    result = {"args": vars(opts), "series": out, "ratios": ratios, "loadavg": load}
     path = ROOT / "bench" / "results" / "workflows.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written {path}")
+    path.with_suffix(".md").write_text(markdown(result))
+    print(f"written {path} and .md")
+
+
+def markdown(result: dict) -> str:
+    """bench/results/workflows.md: the medians and ratios of workflows.json, as tables."""
+    load = ", ".join(f"{x:.1f}" for x in result["loadavg"])
+    lines = [
+        "# bench/workflows.py",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, args {result['args']}, load "
+        f"average at the end {load} (2 cores, shared: loaded). Raw: workflows.json.",
+        "",
+        "| series | median | min | max | unit | n |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, v in result["series"].items():
+        lines.append(
+            f"| {name} | {v['median']:.4g} | {v['min']:.4g} | {v['max']:.4g} | {v['unit']} "
+            f"| {v['n']} |"
+        )
+    lines += ["", "| ratio (target) | value |", "|---|---|"]
+    lines += [f"| {name} | {value:.3f} |" for name, value in result["ratios"].items()]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

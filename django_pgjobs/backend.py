@@ -43,6 +43,7 @@ from .tasks_api import (
     task_enqueued,
 )
 from .validation import check_flow, check_queue
+from .workflows import JobSpec
 
 UniqueKey = str | Callable[..., str]
 _MAX_TYPE_LENGTH = 255
@@ -115,6 +116,30 @@ class PgJobsTask(Task):
         }
         changes = {k: v for k, v in extra.items() if v is not None}
         return replace(task, **changes) if changes else task
+
+    def step(self, *args: Any, **kwargs: Any) -> JobSpec:
+        """This task with these arguments as a workflow step (``chain(a.step(1), b.step())``,
+        ``Workflow.add_spec``); in a chain() it also gets the previous step's return value as
+        its first argument, as in Celery. Checked as ``enqueue()`` checks; a unique key or a
+        debounce is refused (a workflow's job is never skipped or merged)."""
+        backend = self.get_backend()
+        if not isinstance(backend, PgJobsBackend):
+            raise InvalidTask(f"{self.module_path}: step() needs the PgJobsBackend")
+        backend.validate_task(self)
+        _check_importable(self)
+        if self.unique_key is not None or self.debounce is not None:
+            raise InvalidTask(
+                f"{self.module_path}: a workflow step cannot have a unique_key or a debounce"
+            )
+        json_args = cast("list[Any]", normalize_json(list(args)))
+        json_kwargs = cast("dict[str, Any]", normalize_json(dict(kwargs)))
+        options = {"queue": self.queue_name, "priority": self.priority}
+        if self.max_attempts is not None:
+            options["max_attempts"] = self.max_attempts
+        if self.run_after is not None:
+            options["run_after"] = self.run_after
+        name = tasks_registry.register_task(self)
+        return JobSpec(name, backend._config(self, json_args, json_kwargs), options)
 
 
 class PgJobsBackend(BaseTaskBackend):

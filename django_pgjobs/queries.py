@@ -338,17 +338,19 @@ SELECT id, (SELECT count(*) FROM wake) FROM ins ORDER BY id
 
 @dataclass(slots=True)
 class WorkflowJobs:
-    """One chunk of a workflow's jobs, column by column (configs: one JSON array's text)."""
+    """One chunk of a workflow's jobs, column by column: configs as one JSON array's text, the
+    other columns as array literals (``{a,b}``; workflows.py writes them without per-element
+    adaptation)."""
 
     configs: str
-    types: list[str]
-    queues: list[str]
-    priorities: list[int]
-    max_attempts: list[int]
-    steps: list[str]
-    deps: list[int]
-    dependants: list[bool]
-    delays: list[float]
+    types: str
+    queues: str
+    priorities: str
+    max_attempts: str
+    steps: str
+    deps: str
+    dependants: str
+    delays: str
 
 
 @functools.cache

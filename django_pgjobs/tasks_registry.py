@@ -16,6 +16,7 @@ for a run whose lease was lost); for a failed attempt, inside the handling of it
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import threading
 from dataclasses import dataclass, replace
@@ -218,7 +219,20 @@ def _load_result(job: JobContext) -> TaskResult:
     result = result_for_job(row)
     if result is None:  # the claim only takes registered types: this cannot happen
         raise Fail(f"job type {job.type!r} is not a task registered in this process")
+    if (row.config or {}).get("pipe"):  # a chain's step: the previous return value first
+        update(result, args=[_previous_return_value(job), *result.args])
     return result
+
+
+def _previous_return_value(job: JobContext) -> Any:
+    """What the one dependency of ``job`` returned: a task's return value, a handler's result."""
+    found = list(itertools.islice(job.upstream_results(), 2))
+    if len(found) != 1:
+        raise Fail(f"job {job.id}: a chain step has one dependency, found {len(found)}")
+    value = found[0]
+    if isinstance(value, dict) and set(value) == {"return_value"}:
+        return value["return_value"]
+    return value
 
 
 class Unstorable(Fail):

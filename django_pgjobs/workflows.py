@@ -14,7 +14,8 @@ WAITING; the statement that ends its last dependency makes it PENDING or CANCELL
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,9 +24,10 @@ from django.db import ProgrammingError, transaction
 
 from . import conf, db, queries
 from .enqueue import _encode, _prepare
-from .exceptions import InvalidJobOption
+from .exceptions import InvalidJobConfig, InvalidJobOption
 from .sql import workflows as sql
 from .status import EDGE_MODES, ON_FAILURE
+from .validation import encode_configs
 
 CHUNK = queries.INSERT_MANY_CHUNK  # jobs per INSERT
 
@@ -102,6 +104,7 @@ class Workflow:
         self.using = using
         self.members: list[_Member] = []
         self._steps: dict[str, list[int]] = {}
+        self._runs: list[tuple[int, int]] = []  # (first member, count) sharing their columns
         self.id: int | None = None
 
     def add(
@@ -152,16 +155,20 @@ class Workflow:
         first = len(self.members)
         self.members.extend(_Member(step, s, parents, mode) for s in specs)
         self._steps[step] = list(range(first, len(self.members)))
+        head = specs[0]
+        if all(s.options is head.options and s.type == head.type for s in specs):
+            self._runs.append((first, len(specs)))  # one group(): all but the configs shared
+        else:
+            self._runs += [(i, 1) for i in range(first, len(self.members))]
         return [Step(step, i) for i in range(first, len(self.members))]
 
     def enqueue(self) -> WorkflowRun:
         """Check everything, then write the workflow in the caller's transaction (rolled back
         with it). A bad workflow raises InvalidJobOption (or the enqueue errors) before any SQL."""
-        records, edges = self._plan()
+        plan = self._plan()
         alias = self.using or conf.get("DATABASE")
-        first = self.members[0].spec
         head = _prepare(
-            first.type,
+            self.members[0].spec.type,
             queue=None,
             priority=None,
             run_after=None,
@@ -173,30 +180,26 @@ class Workflow:
             with transaction.atomic(using=alias):
                 wf_id = sql.insert_workflow(self.name, self.on_failure, using=alias)
                 ids: list[int] = []
-                for start in range(0, len(records), CHUNK):
+                for chunk in plan.chunks():
                     ids += queries.insert_workflow_jobs(
                         wf_id,
-                        _columns(records[start : start + CHUNK]),
+                        chunk,
                         trace_id=head.trace_id,
                         tenant_id=head.tenant_id,
                         operated_by=head.operated_by,
                         using=alias,
                     )
-                sql.insert_edges(
-                    [ids[p] for p, _, _ in edges],
-                    [ids[c] for _, c, _ in edges],
-                    [m for _, _, m in edges],
-                    using=alias,
-                )
+                if plan.parents:
+                    sql.insert_edges(*plan.edge_arrays(ids), using=alias)
         except ProgrammingError as exc:
             db.raise_if_not_migrated(exc, alias)
             raise
         self.id = wf_id
         return WorkflowRun(wf_id, {s: [ids[i] for i in idx] for s, idx in self._steps.items()})
 
-    def _plan(self) -> tuple[list[tuple], list[tuple[int, int, str]]]:
-        """Every job's record and every edge (parent, child, mode), by job index; raises
-        on anything wrong before the caller writes anything."""
+    def _plan(self) -> _Plan:
+        """Every job's columns and every edge (parent, child, mode), by job index; raises on
+        anything wrong before the caller writes anything."""
         n = len(self.members)
         if n == 0:
             raise InvalidJobOption(f"workflow {self.name!r} has no jobs")
@@ -205,34 +208,71 @@ class Workflow:
             raise InvalidJobOption(
                 f"workflow {self.name!r} has {n} jobs, over PGJOBS['WORKFLOW_MAX_JOBS'] ({cap})"
             )
-        edges: list[tuple[int, int, str]] = []
-        step_parents: dict[str, set[str]] = {s: set() for s in self._steps}
-        for child, m in enumerate(self.members):
-            for parent in dict.fromkeys(self._resolve(m)):
-                edges.append((parent, child, m.mode))
-                step_parents[m.step].add(self.members[parent].step)
-        _refuse_cycles(step_parents)
-        deps = [0] * n
-        dependants = [False] * n
-        for p, c, _ in edges:
-            deps[c] += 1
-            dependants[p] = True
+        parents_of = self._parents_of()
+        plan = _Plan()
         prepared: dict[tuple[str, int], tuple] = {}  # a group's members share their options
-        records = [
-            (*self._prepared(m, prepared), m.step, deps[i], dependants[i], _encode(m.spec.config))
-            for i, m in enumerate(self.members)
-        ]
-        return records, edges
+        for (first, k), parents in zip(self._runs, parents_of, strict=True):
+            m = self.members[first]
+            plan.add_jobs(k, self._prepared(m, prepared), m.step, len(parents))
+            if parents:
+                plan.parents += parents * k
+                plan.children += [c for c in range(first, first + k) for _ in parents]
+                plan.modes += [m.mode] * (len(parents) * k)
+        plan.dependants = bytearray(n)
+        for p in set(plan.parents):
+            plan.dependants[p] = 1
+        plan.configs = self._encoded_configs()
+        return plan
+
+    def _parents_of(self) -> list[list[int]]:
+        """Each run's parents (job indexes, no repeat), resolved once per step (a group's
+        members share theirs); refuses a cycle of steps."""
+        resolved: dict[int, list[int]] = {}
+        step_parents: dict[str, set[str]] = {s: set() for s in self._steps}
+        found = []
+        for first, _ in self._runs:
+            m = self.members[first]
+            parents = resolved.get(id(m.after))
+            if parents is None:
+                parents = resolved[id(m.after)] = list(dict.fromkeys(self._resolve(m)))
+                step_parents[m.step].update({self.members[p].step for p in parents})
+            found.append(parents)
+        _refuse_cycles(step_parents)
+        return found
+
+    def _encoded_configs(self) -> list[str]:
+        """The configs as JSON arrays of CHUNK, checked as enqueue_many checks them; a refused
+        one is named by its step."""
+        arrays = []
+        for start in range(0, len(self.members), CHUNK):
+            members = self.members[start : start + CHUNK]
+            try:
+                arrays.append(
+                    encode_configs(
+                        [m.spec.config for m in members],
+                        max_bytes=conf.get("MAX_CONFIG_BYTES"),
+                        max_depth=conf.get("MAX_CONFIG_DEPTH"),
+                    )
+                )
+            except InvalidJobConfig:
+                for m in members:
+                    try:
+                        _encode(m.spec.config)
+                    except InvalidJobConfig as exc:
+                        raise exc.__class__(f"step {m.step!r}: {exc}") from None
+                raise
+        return arrays
 
     def _resolve(self, m: _Member) -> list[int]:
-        found = []
+        found: list[int] = []
+        members = self.members
         for ref in m.after:
             if isinstance(ref, Step):
-                if ref.index >= len(self.members) or self.members[ref.index].step != ref.name:
+                if ref.index >= len(members) or members[ref.index].step != ref.name:
                     raise InvalidJobOption(f"step {m.step!r}: {ref!r} is not of this workflow")
                 found.append(ref.index)
             elif ref in self._steps:
-                found.extend(self._steps[ref])
+                found += self._steps[ref]
             else:
                 raise InvalidJobOption(
                     f"step {m.step!r} runs after unknown step {ref!r} (steps: "
@@ -271,22 +311,73 @@ def _now() -> datetime:
     return timezone.now()
 
 
-def _columns(records: Sequence[tuple]) -> queries.WorkflowJobs:
-    """A chunk of _plan()'s records, column by column, as the INSERT takes them."""
-    types, queues, priorities, attempts, delays, steps, deps, dependants, configs = zip(
-        *records, strict=True
-    )
-    return queries.WorkflowJobs(
-        configs="[" + ",".join(configs) + "]",
-        types=list(types),
-        queues=list(queues),
-        priorities=list(priorities),
-        max_attempts=list(attempts),
-        steps=list(steps),
-        deps=list(deps),
-        dependants=list(dependants),
-        delays=list(delays),
-    )
+@dataclass(slots=True)
+class _Plan:
+    """A workflow's jobs, column by column, and its edges (job indexes), as _plan() checked
+    them; written as array literals (no per-element adaptation by the driver)."""
+
+    types: list[str] = field(default_factory=list)
+    queues: list[str] = field(default_factory=list)
+    priorities: list[int] = field(default_factory=list)
+    max_attempts: list[int] = field(default_factory=list)
+    delays: list[float] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    deps: list[int] = field(default_factory=list)
+    dependants: bytearray = field(default_factory=bytearray)
+    configs: list[str] = field(default_factory=list)  # one JSON array per CHUNK jobs
+    parents: list[int] = field(default_factory=list)
+    children: list[int] = field(default_factory=list)
+    modes: list[str] = field(default_factory=list)
+
+    def add_jobs(self, k: int, prepared: tuple, step: str, deps: int) -> None:
+        """``k`` jobs sharing their columns (all but the config)."""
+        type_, queue, priority, max_attempts, delay = prepared
+        self.types += [type_] * k
+        self.queues += [queue] * k
+        self.priorities += [priority] * k
+        self.max_attempts += [max_attempts] * k
+        self.delays += [delay] * k
+        self.steps += [step] * k
+        self.deps += [deps] * k
+
+    def chunks(self) -> Iterator[queries.WorkflowJobs]:
+        for k, configs in enumerate(self.configs):
+            cut = slice(k * CHUNK, (k + 1) * CHUNK)
+            yield queries.WorkflowJobs(
+                configs=configs,
+                types=_texts(self.types[cut]),
+                queues=_texts(self.queues[cut]),
+                priorities=_ints(self.priorities[cut]),
+                max_attempts=_ints(self.max_attempts[cut]),
+                steps=_texts(self.steps[cut]),
+                deps=_ints(self.deps[cut]),
+                dependants="{" + ",".join(self.dependants[cut].decode().translate(_BOOLS)) + "}",
+                delays=_floats(self.delays[cut]),
+            )
+
+    def edge_arrays(self, ids: list[int]) -> tuple[str, str, str]:
+        """(parent ids, child ids, modes) as array literals, from the jobs' ids in order."""
+        job = ids.__getitem__
+        return _ints(map(job, self.parents)), _ints(map(job, self.children)), _texts(self.modes)
+
+
+_BOOLS = {0: "f", 1: "t"}  # str.translate: the dependants' bytes as a bool array's letters
+
+
+def _ints(values: Iterable[int]) -> str:
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _texts(values: Sequence[str]) -> str:
+    """An array literal of ``values``, each double-quoted (a few distinct ones, quoted once)."""
+    quoted = {v: '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in set(values)}
+    return "{" + ",".join(map(quoted.__getitem__, values)) + "}"
+
+
+def _floats(values: Sequence[float]) -> str:
+    if all(map(math.isfinite, values)):
+        return "{" + ",".join(map(repr, values)) + "}"
+    return "{" + ",".join(repr(v) if math.isfinite(v) else str(v) for v in values) + "}"
 
 
 def _flatten(after: Any) -> list[Step | str]:
@@ -336,12 +427,26 @@ def _spec(item: JobSpec | tuple) -> JobSpec:
 
 
 def chain(*specs: JobSpec | tuple, name: str = "chain", **options: Any) -> Workflow:
-    """Each job after the previous one (steps "1", "2", ...); ``.enqueue()`` it."""
+    """Each job after the previous one (steps "1", "2", ...); ``.enqueue()`` it. A task step
+    (``task.step(...)``) after the first gets the previous step's return value as its first
+    argument."""
     wf = Workflow(name, **options)
     previous: Any = ()
     for i, item in enumerate(specs, 1):
-        previous = wf.add_spec(str(i), _spec(item), after=previous)
+        spec = _spec(item)
+        if i > 1:
+            spec = _piped(spec)
+        previous = wf.add_spec(str(i), spec, after=previous)
     return wf
+
+
+def _piped(spec: JobSpec) -> JobSpec:
+    """A task step that takes its parent's return value first (tasks_registry reads "pipe")."""
+    from .tasks_registry import TYPE_PREFIX  # django.tasks only when tasks are used
+
+    if not spec.type.startswith(TYPE_PREFIX) or not isinstance(spec.config, Mapping):
+        return spec
+    return JobSpec(spec.type, {**spec.config, "pipe": True}, spec.options)
 
 
 def group(*specs: JobSpec | tuple, name: str = "group", **options: Any) -> Workflow:

@@ -4,7 +4,6 @@ by the builder; resolved by the fan-in in queries.py), and what a step reads of 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from .. import db
@@ -27,13 +26,10 @@ def insert_workflow(name: str, on_failure: str, using: str | None = None) -> int
         return int(cur.fetchone()[0])
 
 
-def insert_edges(
-    parents: Sequence[int], children: Sequence[int], modes: Sequence[str], using: str | None = None
-) -> None:
-    """All the edges of a workflow, one statement."""
-    if parents:
-        with db.cursor(using) as cur:
-            cur.execute(_INSERT_EDGES, [list(parents), list(children), list(modes)])
+def insert_edges(parents: str, children: str, modes: str, using: str | None = None) -> None:
+    """All the edges of a workflow, one statement; the columns as array literals."""
+    with db.cursor(using) as cur:
+        cur.execute(_INSERT_EDGES, [parents, children, modes])
 
 
 # A step's parents: the edges into it (child index), then each parent by its primary key.

@@ -12,11 +12,23 @@ from django_pgjobs import Batch, InvalidJobOption, UnknownJobType, Workflow, cha
 
 
 def plan(wf):
-    records, edges = wf._plan()
+    p = wf._plan()
+    configs = [c for array in p.configs for c in json.loads(array)]
+    columns = zip(
+        p.types,
+        p.queues,
+        p.priorities,
+        p.max_attempts,
+        p.delays,
+        p.steps,
+        p.deps,
+        [bool(b) for b in p.dependants],
+        configs,
+        strict=True,
+    )
     names = ("type", "queue", "priority", "max_attempts", "delay", "step", "deps", "dependants")
-    return [
-        {**dict(zip(names, r, strict=False)), "config": json.loads(r[8])} for r in records
-    ], edges
+    records = [{**dict(zip(names, r, strict=False)), "config": r[8]} for r in columns]
+    return records, list(zip(p.parents, p.children, p.modes, strict=True))
 
 
 def test_a_dag_plans_its_counters_and_edges():
