@@ -9,8 +9,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from datetime import timedelta
+from itertools import repeat
 from typing import Any
 
 from .exceptions import ConfigTooLarge, InvalidJobConfig, InvalidJobOption
