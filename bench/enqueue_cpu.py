@@ -50,6 +50,7 @@ def cursor_one() -> Callable[[int], None]:
                 5,
                 None,
                 None,
+                None,
                 0.0,
                 conf.get("NOTIFY_CHANNEL"),
             ),

@@ -18,6 +18,8 @@ except `enqueue()` (django_pgjobs.enqueue through Django). Series, each its own 
   +gate           pgjobs_job + the doorbell's first step only (G shared until commit)
   +ring(*)        pgjobs_job + a doorbell of one sleepers' lock (G, then S(*): before 26 §5)
   pgjobs_sql      enqueue()'s INSERT as sent (G, S(*), S(its queue); nobody sleeps)
+  django_sql      the same through Django's connection (db.fetchone_prepared, as enqueue()
+                  sends it) without enqueue()'s validation, encoding and Job
   enqueue()       the public API: validation, encoding, the Job returned
 
 Series take turns in blocks of B calls (the order rotates every turn), so every series sees
@@ -45,7 +47,7 @@ import pgjobs_client  # noqa: E402
 import psycopg  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from django_pgjobs import conf, doorbell, queries  # noqa: E402
+from django_pgjobs import conf, db, doorbell, queries  # noqa: E402
 
 TENANT = "00000000-0000-0000-0000-000000000001"
 SEED_SQL = """
@@ -80,7 +82,7 @@ SEED_INSERT = (
 )
 PART_INSERT = (
     f"INSERT INTO {{table}} ({queries._INSERT_COLUMNS}) VALUES (%s, %s, %s, %s::jsonb, %s, %s, "
-    "%s, %s, %s, COALESCE(%s::timestamptz, now() + %s * interval '1 second')) "
+    "%s, %s, %s, %s, COALESCE(%s::timestamptz, now() + %s * interval '1 second')) "
     f"RETURNING {queries._RETURN_COLUMNS}"
 )
 BASELINE = "seed_nofk"
@@ -148,7 +150,7 @@ def raw_one(raw: psycopg.Connection, statement: str, params: Callable[[int], tup
 
 
 def job_params(i: int) -> tuple:
-    return ("noop", "default", 0, json.dumps({"i": i}), None, None, None, 5, None, None, 0.0)
+    return ("noop", "default", 0, json.dumps({"i": i}), None, None, None, 5, None, None, None, 0.0)
 
 
 def series(raw: psycopg.Connection) -> dict[str, Callable[[int], None]]:
@@ -176,6 +178,8 @@ def series(raw: psycopg.Connection) -> dict[str, Callable[[int], None]]:
     out["pgjobs_sql"] = raw_one(
         raw, queries.insert_one_sql(channel, False), lambda i: (*job_params(i), channel)
     )
+    insert = queries.insert_one_sql(channel, False)
+    out["django_sql"] = lambda i: db.fetchone_prepared(None, insert, (*job_params(i), channel))
     out["enqueue()"] = pgjobs_client.enqueue_one
     return out
 
@@ -200,7 +204,7 @@ def run(turns: int, block: int, only: set[str] | None = None) -> dict:
         for i in range(20):
             one(-1 - i)
     pids = {n: raw.info.backend_pid for n in names}
-    pids["enqueue()"] = connection.connection.info.backend_pid
+    pids["enqueue()"] = pids["django_sql"] = connection.connection.info.backend_pid
     blocks: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     server: dict[str, float] = dict.fromkeys(names, 0.0)  # backend CPU seconds
     seq = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from _thread import get_ident
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -185,10 +186,12 @@ def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
     handing out a cursor (health check, connect, thread sharing). The cursors are kept open
     across calls (``slot``: two statements pipelined need two); they hold nothing but the
     last statement's rows."""
-    conn.close_if_health_check_failed()
+    if conn.health_check_enabled and not conn.health_check_done:  # else it returns at once
+        conn.close_if_health_check_failed()
     if conn.connection is None:  # all that ensure_connection() does once connected
         conn.ensure_connection()
-    conn.validate_thread_sharing()
+    if conn._thread_ident != get_ident():  # else validate_thread_sharing() passes
+        conn.validate_thread_sharing()
     pg = conn.connection
     cursors = getattr(conn, "_pgjobs_prepared", None)
     if cursors is None or cursors[0].connection is not pg:  # first use, or reconnected
@@ -227,7 +230,7 @@ def fetchone_prepared(using: str | None, sql: str, params: Sequence[Any]) -> Any
     Django's cursor wrapper but makes the same two calls the wrapper would (broken-transaction
     check, error translation): a quarter of a one-job enqueue's client CPU."""
     conn = connections[using or conf.get("DATABASE")]
-    if not prepares(conn) or conn.queries_logged or conn.execute_wrappers:
+    if conn.execute_wrappers or conn.queries_logged or not prepares(conn):
         cur = prepared_cursor(using, 0)
         cur.execute(sql, params)
         return cur.fetchone()

@@ -38,7 +38,7 @@ def enqueue_batch(seqs: list[int]) -> None:
 COPY_TABLE = "pgjobs_job_copy"
 _COPY_INSERT = (
     f"INSERT INTO {COPY_TABLE} ({queries._INSERT_COLUMNS}) VALUES (%s, %s, %s, %s::jsonb, %s, %s, "
-    "%s, %s, %s, COALESCE(%s::timestamptz, now() + %s * interval '1 second')) "
+    "%s, %s, %s, %s, COALESCE(%s::timestamptz, now() + %s * interval '1 second')) "
     f"RETURNING {queries._RETURN_COLUMNS}"
 )
 
@@ -68,6 +68,7 @@ def _psycopg_one(statement: str, channel: bool) -> Callable[[int], None]:
                 None,
                 None,
                 5,
+                None,
                 None,
                 None,
                 0.0,

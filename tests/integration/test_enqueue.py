@@ -517,3 +517,19 @@ def test_a_sleeper_of_named_queues_is_rung_for_them_only():
         assert [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)] == ["a"]
     finally:
         listener.close()
+
+
+def test_a_dead_connection_fails_its_health_check_and_enqueue_reconnects(settings):
+    """enqueue() skips Django's cursor wrapper but keeps its checks: with CONN_HEALTH_CHECKS a
+    connection the server dropped is replaced before the INSERT, as Django's cursor() would."""
+    enqueue("test.echo", {"n": 0})  # connected, our cursors made
+    connection.health_check_enabled, connection.health_check_done = True, False
+    old = connection.connection
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [old.info.backend_pid])
+    job = enqueue("test.echo", {"n": 1})
+    assert connection.connection is not old and connection.health_check_done
+    assert Job.objects.get(pk=job.id).config == {"n": 1}
