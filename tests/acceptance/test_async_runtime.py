@@ -165,6 +165,26 @@ def test_a_blocking_handler_is_named_by_the_watchdog_and_heartbeats_go_on(start_
     assert "worker.loop_unblocked the event loop was blocked for 1." in out, out
 
 
+def test_a_coroutine_that_never_awaits_and_a_forgotten_await_get_clear_errors(start_worker):
+    """Bad input: a coroutine blocking the loop past its timeout (it cannot be cancelled) is
+    recorded timed out while it still runs; an async handler returning a coroutine fails once,
+    saying an await is missing. The worker goes on."""
+    blocked = enqueue("test.atimeout", {"block": 3.0})
+    forgot = enqueue("test.abehave", {"do": "return_awaitable"})
+    w = start_worker(*FAST)
+    eventually(lambda: finished(blocked.id, forgot.id), timeout=30, message="both ended")
+    b = job(blocked.id)
+    assert b.status == JobStatus.FAILED and "timeout" in b.error, b.error
+    assert b.duration_ms < 3000, b.duration_ms  # recorded before the coroutine returned
+    f = job(forgot.id)
+    assert f.status == JobStatus.FAILED and f.attempts == 1, (f.status, f.attempts)
+    assert "returned an awaitable (coroutine)" in f.error and "missing `await`" in f.error
+    after = enqueue("test.abehave", {})
+    eventually(lambda: finished(after.id), timeout=20, message="next job ran")
+    assert job(after.id).status == JobStatus.COMPLETED
+    stop(w)
+
+
 def _health() -> tuple[int, dict]:
     out = io.StringIO()
     try:
