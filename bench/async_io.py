@@ -156,12 +156,24 @@ def _peer_rows(samples: dict, live: list[str], levels: list[int]) -> dict:
                     "jobs_per_s": round(med[k]),
                     "of_ideal": round(med[k] / ideal, 2),
                     "of_fastest_peer": round(med[k] / fastest, 2) if fastest else None,
+                    "per_round_of_fastest_peer": _per_round(samples, k, c, live),
                     "runs": [round(s["rate"]) for s in samples[(k, c)]],
                     "load1": [s["load1"] for s in samples[(k, c)]],
                     "rss_mb": round(max(s["rss_kb"] for s in samples[(k, c)]) / 1024, 1),
                 }
             )
     return {"rows": rows}
+
+
+def _per_round(samples: dict, key: str, c: int, live: list[str]) -> list[float]:
+    """The system's rate over the fastest peer's of the same round (the same stretch of the
+    machine's load), round by round."""
+    peers = [k for k in live if k not in ("pgjobs", key)] if key == "pgjobs" else []
+    if not peers:
+        return []
+    rounds = range(len(samples[(key, c)]))
+    best = [max(samples[(p, c)][r]["rate"] for p in peers) for r in rounds]
+    return [round(samples[(key, c)][r]["rate"] / best[r], 2) for r in rounds]
 
 
 def _has_results() -> bool:
@@ -314,13 +326,19 @@ def _peer_lines(peers: dict) -> list[str]:
         "Rate: jobs over first handler start -> no unfinished job in the database. Load: the "
         "1-minute load average at the start of each sample (2 cores, shared machine: loaded).",
         "",
-        "| system | in flight | jobs/s | x ideal | x fastest peer | runs | load avg | peak RSS MB |",
-        "|---|---|---|---|---|---|---|---|",
+        "x fastest peer: the medians' ratio; per round: django-pgjobs over the fastest peer of "
+        "the same round (the same stretch of load), median and each round.",
+        "",
+        "| system | in flight | jobs/s | x ideal | x fastest peer | per round | runs | load avg "
+        "| peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in peers["rows"]:
+        rounds = r.get("per_round_of_fastest_peer") or []
+        per = f"{statistics.median(rounds):.2f} {rounds}" if rounds else ""
         lines.append(
             f"| {r['system']} | {r['concurrency']} | {r['jobs_per_s']:,} | {r['of_ideal']} "
-            f"| {r['of_fastest_peer']} | {r['runs']} | {r['load1']} | {r['rss_mb']} |"
+            f"| {r['of_fastest_peer']} | {per} | {r['runs']} | {r['load1']} | {r['rss_mb']} |"
         )
     lines += ["", *(f"- {k}: {v}; {peers['versions'].get(k)}" for k, v in peers["notes"].items())]
     lines += [f"- {k}: skipped, {why}" for k, why in peers["skipped"].items()]

@@ -87,6 +87,10 @@ class AioSystem:
     def truncate(self) -> list[str]:
         return self.system.truncate
 
+    def prefill(self, n: int) -> None:
+        """Enqueue n asleep jobs through the system's own bulk API (untimed)."""
+        subprocess.run(self.prefill_argv(n), env=self.env(), check=True, timeout=300)  # noqa: S603
+
     def prefill_argv(self, n: int) -> list[str]:
         raise NotImplementedError
 
@@ -117,12 +121,13 @@ class PgJobsAio(AioSystem):
         env["DJANGO_SETTINGS_MODULE"] = "bench_settings"
         return env
 
-    def prefill_argv(self, n: int) -> list[str]:
-        sql = (
-            "INSERT INTO pgjobs_job (type, config) SELECT 'asleep', "
-            f"jsonb_build_object('ms', 50, 'i', i) FROM generate_series(0, {int(n) - 1}) i"
-        )
-        return ["psql", "-q", "-d", self.url, "-c", sql]
+    def prefill(self, n: int) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO pgjobs_job (type, config) SELECT 'asleep', "
+                "jsonb_build_object('ms', 50, 'i', i) FROM generate_series(0, %s) i",
+                [n - 1],
+            )
 
     def worker(self, concurrency: int) -> tuple[list[str], str | None]:
         runjobs = [sys.executable, "-m", "django", "runjobs", "--burst", "-v", "0"]
@@ -230,7 +235,7 @@ def _reset(system: AioSystem, n: int) -> None:
     with psycopg.connect(system.url, autocommit=True) as conn:
         for table in system.truncate():
             conn.execute(f"TRUNCATE {table}")
-    subprocess.run(system.prefill_argv(n), env=system.env(), check=True, timeout=300)  # noqa: S603
+    system.prefill(n)
     with psycopg.connect(system.url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
         (left,) = conn.execute(system.remaining_sql()).fetchone()
