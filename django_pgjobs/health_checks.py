@@ -32,6 +32,7 @@ class Thresholds:
     stale_lease_grace: float | None = None  # s past expiry; None: 3 x REAP_INTERVAL
     allow_unknown_types: bool = False  # due jobs no handler knows: unhealthy unless allowed
     max_table_mb: float | None = None  # total size of the jobs table (None: not checked)
+    max_loop_lag: float = 1.0  # s a live worker's event loop (async handlers) may lag
 
     def grace(self) -> float:
         if self.stale_lease_grace is not None:
@@ -55,6 +56,7 @@ def collect(thresholds: Thresholds | None = None, using: str | None = None) -> d
                 for name, n in unknown_due_types(registry.registered_types(), using=alias)
             ],
             "live_workers": sql_workers.count_alive(alias),
+            "event_loops": sql_workers.loop_lags(alias),
         }
 
 
@@ -108,6 +110,11 @@ def evaluate(metrics: dict[str, Any], thresholds: Thresholds) -> list[str]:
             f"{backlog['due']} jobs are due and no worker has sent a heartbeat "
             "recently: start `manage.py runjobs`"
         )
+    problems += [
+        _lag_problem(w, t)
+        for w in metrics.get("event_loops", [])
+        if w["loop_lag_seconds"] > t.max_loop_lag
+    ]
     if metrics["unknown_types"] and not t.allow_unknown_types:
         listed = ", ".join(f"{u['type']} ({u['due']})" for u in metrics["unknown_types"])
         problems.append(
@@ -123,6 +130,15 @@ def _held_problem(h: dict[str, Any], t: Thresholds) -> str:
         f"{h['state']}) has held back vacuum for {h['age_seconds']:.0f} s (over "
         f"{t.max_snapshot_age:.0f} s): dead job rows pile up and every claim walks them "
         f"until it ends; end it (pg_terminate_backend({h['pid']})) or fix the caller"
+    )
+
+
+def _lag_problem(w: dict[str, Any], t: Thresholds) -> str:
+    return (
+        f"the event loop of worker {w['worker_id']} lagged {w['loop_lag_seconds']:.2f} s "
+        f"(over {t.max_loop_lag:g} s) since its previous heartbeat: an async handler runs "
+        "blocking code without await (time.sleep, sync I/O), every async job of that worker "
+        "waits; its log's worker.loop_blocked names the job (use asyncio or sync_to_async)"
     )
 
 

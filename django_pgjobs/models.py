@@ -352,6 +352,9 @@ class Worker(models.Model):
     jobs_done = models.BigIntegerField(default=0, db_default=0)
     # The worker's own --lease: its liveness is counted in it (sql/workers.py).
     lease_seconds = models.FloatField(null=True, blank=True)
+    # The worst lag of its async handlers' event loop since its previous heartbeat, in seconds
+    # (loopwatch.py); None: no event loop (no async handler registered).
+    loop_lag_seconds = models.FloatField(null=True, blank=True)
 
     objects = QueueManager()
 

@@ -43,18 +43,30 @@ def upsert_worker(
     concurrency: int,
     jobs_done: int,
     lease_seconds: float | None = None,
+    loop_lag_seconds: float | None = None,
     using: str | None = None,
 ) -> None:
+    """The worker's heartbeat: its row, with its counters and its event loop's worst lag."""
     with db.cursor(using) as cur:
         cur.execute(
             f"""INSERT INTO {WORKER_TABLE}
                     (worker_id, hostname, pid, queues, concurrency, jobs_done, lease_seconds,
-                     started_at, last_heartbeat)
-                VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, now(), now())
+                     loop_lag_seconds, started_at, last_heartbeat)
+                VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, now(), now())
                 ON CONFLICT (worker_id) DO UPDATE
                 SET last_heartbeat = now(), jobs_done = EXCLUDED.jobs_done,
-                    lease_seconds = EXCLUDED.lease_seconds""",
-            [worker_id, hostname, pid, json.dumps(queues), concurrency, jobs_done, lease_seconds],
+                    lease_seconds = EXCLUDED.lease_seconds,
+                    loop_lag_seconds = EXCLUDED.loop_lag_seconds""",
+            [
+                worker_id,
+                hostname,
+                pid,
+                json.dumps(queues),
+                concurrency,
+                jobs_done,
+                lease_seconds,
+                loop_lag_seconds,
+            ],
         )
 
 
@@ -75,6 +87,19 @@ def list_workers(using: str | None = None) -> list[tuple[Any, ...]]:
         )
         # Django's cursor gives jsonb as text (JSONField decodes it itself): decode queues here.
         return [(*r[:3], _json(r[3]), *r[4:]) for r in cur.fetchall()]
+
+
+def loop_lags(using: str | None = None) -> list[dict[str, Any]]:
+    """Live workers with an event loop: the worst lag each reported with its last heartbeat."""
+    with db.cursor(using) as cur:
+        cur.execute(
+            f"""SELECT worker_id, hostname, pid, loop_lag_seconds FROM {WORKER_TABLE}
+                WHERE loop_lag_seconds IS NOT NULL AND {ALIVE_SQL}
+                ORDER BY loop_lag_seconds DESC, worker_id LIMIT 200""",
+            _params(),
+        )
+        keys = ("worker_id", "hostname", "pid", "loop_lag_seconds")
+        return [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
 
 
 def count_alive(using: str | None = None) -> int:

@@ -20,6 +20,7 @@ that blocks the loop is named by the watchdog (loopwatch.py).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .. import registry, signals
-from ..exceptions import Cancelled, JobTimeout, LeaseLost
+from ..exceptions import Cancelled, Fail, JobTimeout, LeaseLost
 from ..tracing import current_job_id, current_trace_id
 from . import executor
 from .completer import send_robust
@@ -192,7 +193,7 @@ class AsyncRuntime:
         started = time.monotonic()
         try:
             coro: Coroutine[Any, Any, Any] = spec.func(job)
-            value = await coro
+            value = _not_awaitable(spec.type, await coro)
         except BaseException as exc:  # noqa: BLE001 - a handler must never take the loop down
             reason = self._reasons.get(item)
             if reason == SHUTDOWN:
@@ -334,3 +335,15 @@ def start_for(worker: Any) -> AsyncRuntime | None:
         extra={"action": "worker.loop_started"},
     )
     return runtime
+
+
+def _not_awaitable(job_type: str, value: Any) -> Any:
+    """An async handler that returns an awaitable forgot an ``await``: fail the job, saying so."""
+    if not inspect.isawaitable(value):
+        return value
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: no RuntimeWarning at exit
+    raise Fail(
+        f"the async handler of {job_type!r} returned an awaitable ({type(value).__name__}) "
+        "instead of its result: a missing `await` (write `return await ...`)"
+    )

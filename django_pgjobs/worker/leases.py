@@ -35,12 +35,14 @@ class LeaseKeeper:
         slots: Slots,
         finished: Callable[[InFlight, Completion], int],
         jobs_done: Callable[[], int],
+        loop_lag: Callable[[], float | None] = lambda: None,
     ):
         self.worker_id = worker_id
         self.options = options
         self.slots = slots
         self.finished = finished  # the completer's put()
         self.jobs_done = jobs_done
+        self.loop_lag = loop_lag  # the event loop's worst lag since the last beat (None: none)
         self.period = options.lease_seconds / 3
         self._last = 0.0
 
@@ -127,5 +129,6 @@ class LeaseKeeper:
             concurrency=o.concurrency,
             jobs_done=self.jobs_done(),
             lease_seconds=o.lease_seconds,
+            loop_lag_seconds=self.loop_lag(),
             using=o.using,
         )

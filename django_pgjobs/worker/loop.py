@@ -70,7 +70,12 @@ class Worker:
         self.handoff: Handoff[InFlight] = Handoff()  # claimed jobs -> executor threads
         self.producer = Producer(self.worker_id, o, self.slots, self.handoff, self.completer.put)
         self.leases = LeaseKeeper(
-            self.worker_id, o, self.slots, self.completer.put, lambda: self.completer.total
+            self.worker_id,
+            o,
+            self.slots,
+            self.completer.put,
+            lambda: self.completer.total,
+            self._loop_lag,
         )
         self.services = ServiceRunner(maintenance.services_for(o, self.recorder, self._limited))
         self.progress = ProgressWriter(o.using, self.state.wake)
@@ -243,6 +248,10 @@ class Worker:
 
     def _limited(self, queues: list[str]) -> None:
         self.producer.limited = queues
+
+    def _loop_lag(self) -> float | None:
+        """The heartbeat's figure: the event loop's worst lag since the last (None: no loop)."""
+        return None if self.aio is None else round(self.aio.watch.take_worst(), 3)
 
 
 def default_worker_id() -> str:

@@ -1,6 +1,7 @@
 """The loop-lag watchdog: a thread of its own that notices when the event loop of the async
 runtime (aio.py) stops turning, names the job whose coroutine blocks it, and keeps the lag that
-/livez reports. The loop stamps a beat every INTERVAL; the watchdog reads how late it is."""
+/livez reports and the heartbeat writes (the worst since the previous one, for pgjobs_health).
+The loop stamps a beat every INTERVAL; the watchdog reads how late it is."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ class LoopWatch:
         self.warn_after = warn_after
         self.lag = 0.0  # seconds the loop is late now
         self.max_lag = 0.0  # the worst lag seen since start
+        self._worst = 0.0  # the worst lag since the last take_worst()
+        self._worst_lock = threading.Lock()
         self._beat = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="pgjobs-loopwatch", daemon=True)
@@ -43,6 +46,12 @@ class LoopWatch:
         self._thread.join(1.0)
         self.check(time.monotonic())  # a block that just ended is said before the exit
 
+    def take_worst(self) -> float:
+        """The worst lag since the previous call (the heartbeat's), the current one included."""
+        with self._worst_lock:
+            worst, self._worst = max(self._worst, self.lag), self.lag
+        return worst
+
     def _stamp(self) -> None:  # on the loop
         self._beat = time.monotonic()
         self.loop.call_later(INTERVAL, self._stamp)
@@ -55,6 +64,8 @@ class LoopWatch:
         """One look: warn once when the loop is blocked, say when it turns again."""
         self.lag = lag = max(0.0, now - self._beat - INTERVAL)
         self.max_lag = max(self.max_lag, lag)
+        with self._worst_lock:
+            self._worst = max(self._worst, lag)
         if lag >= self.warn_after and self._blocked is None:
             culprit = self.culprit() or "no job (a callback of the loop)"
             self._blocked = (culprit, self._beat + INTERVAL)

@@ -7,6 +7,8 @@ The drain's job count is PGJOBS_ASYNC_JOBS (default 2,000, small enough for CI; 
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import socket
@@ -17,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from django_pgjobs import JobStatus, enqueue, enqueue_many
 from django_pgjobs.models import Job
@@ -160,6 +163,54 @@ def test_a_blocking_handler_is_named_by_the_watchdog_and_heartbeats_go_on(start_
     out = stop(w)
     assert "blocked for" in out and f"test.abehave#{blocker.id}" in out, out
     assert "worker.loop_unblocked the event loop was blocked for 1." in out, out
+
+
+def test_a_coroutine_that_never_awaits_and_a_forgotten_await_get_clear_errors(start_worker):
+    """Bad input: a coroutine blocking the loop past its timeout (it cannot be cancelled) is
+    recorded timed out while it still runs; an async handler returning a coroutine fails once,
+    saying an await is missing. The worker goes on."""
+    blocked = enqueue("test.atimeout", {"block": 3.0})
+    forgot = enqueue("test.abehave", {"do": "return_awaitable"})
+    w = start_worker(*FAST)
+    eventually(lambda: finished(blocked.id, forgot.id), timeout=30, message="both ended")
+    b = job(blocked.id)
+    assert b.status == JobStatus.FAILED and "timeout" in b.error, b.error
+    assert b.duration_ms < 3000, b.duration_ms  # recorded before the coroutine returned
+    f = job(forgot.id)
+    assert f.status == JobStatus.FAILED and f.attempts == 1, (f.status, f.attempts)
+    assert "returned an awaitable (coroutine)" in f.error and "missing `await`" in f.error
+    after = enqueue("test.abehave", {})
+    eventually(lambda: finished(after.id), timeout=20, message="next job ran")
+    assert job(after.id).status == JobStatus.COMPLETED
+    stop(w)
+
+
+def _health() -> tuple[int, dict]:
+    out = io.StringIO()
+    try:
+        call_command("pgjobs_health", "--json", "--min-dead-tuples", "2000000000", stdout=out)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code)
+    return code, json.loads(out.getvalue())
+
+
+def test_pgjobs_health_names_the_lag_of_a_loop_a_handler_blocks(start_worker):
+    """time.sleep inside an async def: the heartbeat carries the worst lag since the last one
+    (lease 6 s: a beat every 2 s), pgjobs_health lists it and is unhealthy past 1 s."""
+    w = start_worker("--lease", "6", "--poll-interval", "0.2", "-v", "1")
+    eventually(lambda: _health()[1]["metrics"]["event_loops"], timeout=30, message="loop row")
+    code, doc = _health()
+    assert code == 0 and doc["metrics"]["event_loops"][0]["loop_lag_seconds"] < 1.0, doc
+    blocker = enqueue("test.abehave", {"do": "block", "seconds": 2.5})
+    eventually(lambda: _health()[0] == 1, timeout=30, message="pgjobs_health unhealthy")
+    code, doc = _health()
+    (loop,) = doc["metrics"]["event_loops"]
+    assert loop["loop_lag_seconds"] >= 1.0, doc
+    assert any(f"event loop of worker {loop['worker_id']} lagged" in p for p in doc["problems"])
+    eventually(lambda: finished(blocker.id), timeout=30, message="blocker done")
+    eventually(lambda: _health()[0] == 0, timeout=30, message="healthy again after a beat")
+    stop(w)
 
 
 class _Slow(BaseHTTPRequestHandler):

@@ -71,6 +71,8 @@ async def abehave(job):
             response.raise_for_status()
         _tally(job)
         return {"status": response.status_code}
+    if do == "return_awaitable":  # a forgotten await: returns the coroutine itself
+        return asyncio.sleep(0)
     if do == "raise":
         raise RuntimeError("async boom")
     return {"ok": True}
@@ -86,4 +88,7 @@ async def atimeout(job):
     """Awaits past its timeout, or swallows its cancel ("swallow") for ``seconds``."""
     if job.config.get("swallow"):
         return await abehave(job)
+    if job.config.get("block"):  # never awaits: blocks the loop past its timeout
+        time.sleep(float(job.config["block"]))
+        return None
     await asyncio.sleep(60)

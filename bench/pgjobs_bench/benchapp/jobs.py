@@ -15,4 +15,5 @@ async def asleep(job):
     """bench/async_io.py: an I/O-bound job, awaiting config["ms"] milliseconds."""
     import asyncio
 
+    probe.hit(job.config.get("i", -1))
     await asyncio.sleep(job.config.get("ms", 50) / 1000)

@@ -74,6 +74,14 @@ class Command(PgjobsCommand):
             metavar="MB",
             help=f"total size of {JOB_TABLE} (default: not checked)",
         )
+        parser.add_argument(
+            "--max-loop-lag",
+            type=_number,
+            default=d.max_loop_lag,
+            metavar="SECONDS",
+            help="worst lag of a worker's event loop (async handlers) since its heartbeat "
+            f"(default {d.max_loop_lag:g})",
+        )
         add_database_flag(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -86,6 +94,7 @@ class Command(PgjobsCommand):
             stale_lease_grace=opts["stale_lease_grace"],
             allow_unknown_types=opts["allow_unknown_types"],
             max_table_mb=opts["max_table_mb"],
+            max_loop_lag=opts["max_loop_lag"],
         )
         result = report(thresholds, using=opts["database"])
         if opts["json"]:
@@ -136,11 +145,17 @@ class Command(PgjobsCommand):
             + (", ".join(f"{u['type']} ({u['due']})" for u in m["unknown_types"]) or "none")
         )
         w(f"live workers: {m['live_workers']}")
+        w("event loop lag: " + (_lags(m["event_loops"]) or "no live worker runs async handlers"))
         if result["healthy"]:
             w(self.style.SUCCESS("healthy"))
             return
         for problem in result["problems"]:
             self.stderr.write(f"UNHEALTHY: {problem}")
+
+
+def _lags(loops: list[dict[str, Any]]) -> str:
+    """Each live worker's worst loop lag since its last heartbeat, the worst first."""
+    return ", ".join(f"{w['worker_id']} {w['loop_lag_seconds']:.3f} s" for w in loops)
 
 
 def _mb(n: int | None) -> str:

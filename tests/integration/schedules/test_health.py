@@ -145,6 +145,7 @@ def test_json_output_carries_metrics_and_verdict():
         "backlog",
         "unknown_types",
         "live_workers",
+        "event_loops",
     }
     assert doc["metrics"]["tables"]["pgjobs_job"]["total_bytes"] > 0
     assert doc["thresholds"]["stale_lease_grace"] == 30.0  # 3 x REAP_INTERVAL
