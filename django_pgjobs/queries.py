@@ -608,9 +608,6 @@ WITH RECURSIVE ctl AS ({CONTROLS}
 {_CLAIMED},
           set_config('{_TAKEN_NAME}', ({_TAKEN} + 1)::text, true)"""
 
-# Plans of the controlled claim made once, not under the queue's lock at every claim.
-_GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
-
 # Serialises the claims of one queue (every statement after it sees the earlier claims' jobs).
 _QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))"
 
@@ -869,7 +866,6 @@ def _controlled_pipelined(
     with db.pipeline(conn):
         if completions:
             fin.execute(finalize_sql(), _finalize_params(completions))
-        lock.execute(_GENERIC_PLANS)
         for p, claim_cur, start_cur in zip(params, claims, starts, strict=True):
             lock.execute(_QUEUE_LOCK, p)
             claim_cur.execute(_CLAIM_CONTROLLED, p)
