@@ -885,9 +885,9 @@ def _controlled_simple(
         for p in params:
             parts += [cur.mogrify(q, p) for q in (_QUEUE_LOCK, _CLAIM_CONTROLLED, _NEXT_START)]
         cur.execute(";\n".join(parts))
-        written: set[int] = set()
+        finalized: list[tuple[Any, ...]] = []
         if completions:
-            written = _written(cur.fetchall(), alias)
+            finalized = cur.fetchall()
             cur.nextset()
         got = []
         for _ in params:
@@ -896,7 +896,7 @@ def _controlled_simple(
             cur.nextset()
             got.append((rows, cur.fetchone()[0]))
             cur.nextset()
-    return written, got
+    return _written(finalized, alias), got  # every result read: the fan-in's next query may run
 
 
 def claim_limited(
