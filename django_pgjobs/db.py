@@ -278,6 +278,13 @@ def use_generic_plans(using: str | None = None) -> None:
     pg._pgjobs_generic_plans = True
 
 
+def generic_plans_on(using: str | None) -> bool:
+    """Whether use_generic_plans() turned generic plans on for this connection (the table's
+    statistics describe GENERIC_PLANS_MIN_ROWS rows)."""
+    pg = connections[using or conf.get("DATABASE")].connection
+    return bool(getattr(pg, "_pgjobs_generic_plans", False))
+
+
 def server_side_binding(using: str | None) -> bool:
     """DATABASES[...]["OPTIONS"]["server_side_binding"]: Django's psycopg option."""
     options = connections[using or conf.get("DATABASE")].settings_dict.get("OPTIONS") or {}

@@ -608,6 +608,12 @@ WITH RECURSIVE ctl AS ({CONTROLS}
 {_CLAIMED},
           set_config('{_TAKEN_NAME}', ({_TAKEN} + 1)::text, true)"""
 
+# Prepared, the controlled claim would get a generic plan after five executions (its LIMITs
+# are subqueries, so that plan looks no dearer); one made from the statistics of an empty table
+# scans the table whole once it has grown. Custom plans, then, until use_generic_plans() says
+# the statistics describe enough rows (db.generic_plans_on).
+_CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
+
 # Serialises the claims of one queue (every statement after it sees the earlier claims' jobs).
 _QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))"
 
@@ -866,6 +872,8 @@ def _controlled_pipelined(
     with db.pipeline(conn):
         if completions:
             fin.execute(finalize_sql(), _finalize_params(completions))
+        if not db.generic_plans_on(alias):
+            lock.execute(_CUSTOM_PLANS)
         for p, claim_cur, start_cur in zip(params, claims, starts, strict=True):
             lock.execute(_QUEUE_LOCK, p)
             claim_cur.execute(_CLAIM_CONTROLLED, p)

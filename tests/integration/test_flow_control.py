@@ -245,6 +245,20 @@ def test_controlled_queues_claimed_together_share_the_free_threads(
     assert [len(a.rows), len(b.rows), len(c.rows)] == [0, 1, 2]
 
 
+def test_the_controlled_claim_keeps_custom_plans_until_generic_plans_are_on(queues):
+    """Prepared, PostgreSQL would switch the claim to a generic plan after five executions,
+    made from whatever the statistics say then (an empty table: whole-table scans later)."""
+    queues(crm={"per_key": 1, "key": "config.c"})
+    enqueue_many("test.noop", [{"c": f"k{i}"} for i in range(20)], queue="crm")
+    for _ in range(10):
+        finish(claim(limit=2).rows)
+    plans = sql(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+        "WHERE statement LIKE '%%WITH RECURSIVE ctl AS%%'"
+    )
+    assert plans == [(0, 10)]
+
+
 def test_a_finalize_in_the_controlled_claim_fans_in(queues):
     """Workflow fan-in runs in this path's finalize too: the next step becomes claimable."""
     queues(crm={"concurrency": 5})
