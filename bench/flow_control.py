@@ -14,6 +14,9 @@ own connections); jobs are no-ops.
 - claim:      one claim of 8 jobs (in-process, one connection): p50 and p99 of the controlled
               claim (per_key 1, 1,000 keys) over the unlimited claim of an uncontrolled queue
 - backlog:    --backlog throttled jobs on one key: other keys' controlled claim p50 / with none
+- claim (generic plans): the claim figures with the worker's plan policy, generic plans once
+              the statistics describe db.GENERIC_PLANS_MIN_ROWS rows (10,000 finished jobs
+              beside the pending ones); the figures above are planned at every claim
 - others:     an uncontrolled queue's drain while another queue is declared controlled / with
               nothing declared
 """
@@ -164,6 +167,30 @@ def claim_times(queue: str, controlled: bool, n: int = 300) -> list[float]:
     return times
 
 
+def generic_claim_times() -> tuple[list[float], list[float]]:
+    """claim_times() of the controlled and the unlimited claim with the worker's generic plans
+    (db.use_generic_plans); the connection is closed after, so later claims plan afresh."""
+    from django.db import connection
+
+    from django_pgjobs import db, enqueue_many
+
+    sql("TRUNCATE pgjobs_job, pgjobs_rate")
+    enqueue_many("bench.noop", [{"k": f"k{i % KEYS}"} for i in range(4000)], queue="per_key")
+    enqueue_many("bench.noop", [{}] * 8000, queue="plain")
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, status, finished_at) "
+        "SELECT 'bench.noop', 'done', 'COMPLETED', now() FROM generate_series(1, %s)",
+        [db.GENERIC_PLANS_MIN_ROWS],
+    )
+    sql("ANALYZE pgjobs_job")
+    db.use_generic_plans()
+    assert db.generic_plans_on(None), "generic plans were not turned on"
+    try:
+        return claim_times("per_key", True), claim_times("plain", False)
+    finally:
+        connection.close()
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -231,6 +258,9 @@ def main() -> None:
             "backlog: other keys' claim p50 with / without the held backlog",
             pct(claim_times("per_key", True), 0.5) / base,
         )
+        c, u = generic_claim_times()
+        add("claim p50, generic plans: controlled / unlimited", pct(c, 0.5) / pct(u, 0.5))
+        add("claim p99, generic plans: controlled / unlimited", pct(c, 0.99) / pct(u, 0.99))
     lines = [
         "# Flow control (bench/flow_control.py)",
         "",

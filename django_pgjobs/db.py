@@ -184,8 +184,8 @@ def pipeline(conn: Any) -> Iterator[None]:
 def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
     """One of the Django connection's _PreparingCursors, after the checks Django makes before
     handing out a cursor (health check, connect, thread sharing). The cursors are kept open
-    across calls (``slot``: two statements pipelined need two); they hold nothing but the
-    last statement's rows."""
+    across calls (``slot``: n statements pipelined need n, made on first use); they hold
+    nothing but the last statement's rows."""
     if conn.health_check_enabled and not conn.health_check_done:  # else it returns at once
         conn.close_if_health_check_failed()
     if conn.connection is None:  # all that ensure_connection() does once connected
@@ -194,18 +194,18 @@ def _preparing_cursor(conn: Any, slot: int = 0) -> _PreparingCursor:
         conn.validate_thread_sharing()
     pg = conn.connection
     cursors = getattr(conn, "_pgjobs_prepared", None)
-    if cursors is None or cursors[0].connection is not pg:  # first use, or reconnected
+    if not cursors or cursors[0].connection is not pg:  # first use, or reconnected
+        cursors = conn._pgjobs_prepared = []  # kept per connection
+    while len(cursors) <= slot:  # a pipeline of n statements with results needs n
         with conn.wrap_database_errors:
-            cursors = (_PreparingCursor(pg), _PreparingCursor(pg))
-            for cur in cursors:
-                cur.alias = conn.alias
+            cur = _PreparingCursor(pg)
+            cur.alias = conn.alias
             client = conn.create_cursor()  # carries Django's time zone loader, if it set one
             loader = client.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
             client.close()
         if loader is not pg.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT):
-            for cur in cursors:
-                cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
-        conn._pgjobs_prepared = cursors  # kept per connection
+            cur.adapters.register_loader(_TIMESTAMPTZ_OID, loader)
+        cursors.append(cur)
     return cursors[slot]
 
 
@@ -279,6 +279,13 @@ def use_generic_plans(using: str | None = None) -> None:
             return
         cur.execute("SET plan_cache_mode = force_generic_plan")
     pg._pgjobs_generic_plans = True
+
+
+def generic_plans_on(using: str | None) -> bool:
+    """Whether use_generic_plans() turned generic plans on for this connection (the table's
+    statistics describe GENERIC_PLANS_MIN_ROWS rows)."""
+    pg = connections[using or conf.get("DATABASE")].connection
+    return bool(getattr(pg, "_pgjobs_generic_plans", False))
 
 
 def server_side_binding(using: str | None) -> bool:

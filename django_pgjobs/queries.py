@@ -537,13 +537,17 @@ def _due(j: str = "") -> str:
 # rank, keyless jobs as one more line (in a queue with a key path only older jobs lack one:
 # that line looks at the first KEYLESS_SCAN due jobs, never a throttled backlog); SKIP LOCKED;
 # `spent` moves the buckets' arrival times.
-KEYLESS_SCAN = 1000
+KEYLESS_SCAN = 100
+# Several controlled queues claimed in one transaction share one limit: each claim counts its
+# rows in a transaction-local setting (set_config(..., true)), the next claims what is left.
+_TAKEN_NAME = "pgjobs.claimed"
+_TAKEN = f"COALESCE(NULLIF(current_setting('{_TAKEN_NAME}', true), '')::int, 0)"
 _KEY_TAT = f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)"
 _CLAIM_CONTROLLED = f"""
 WITH RECURSIVE ctl AS ({CONTROLS}
 ), room AS (
     SELECT CASE WHEN c.paused THEN 0 ELSE GREATEST(0, LEAST(
-               %(limit)s::int,
+               %(limit)s::int - {_TAKEN},
                c.cap - (SELECT count(*) FROM {T} r
                         WHERE r.status = {RUNNING_SQL} AND r.queue = %(queue)s),
                CASE WHEN c.rate IS NOT NULL AND NOT c.by_key THEN {tokens_sql("b.tat")} END))
@@ -603,7 +607,14 @@ WITH RECURSIVE ctl AS ({CONTROLS}
     ON CONFLICT (queue, key) DO UPDATE
     SET tat = GREATEST(b.tat, (SELECT t FROM ctl)) + (EXCLUDED.tat - (SELECT t FROM ctl))
 )
-{_CLAIMED}"""
+{_CLAIMED},
+          set_config('{_TAKEN_NAME}', ({_TAKEN} + 1)::text, true)"""
+
+# Prepared, the controlled claim would get a generic plan after five executions (its LIMITs
+# are subqueries, so that plan looks no dearer); one made from the statistics of an empty table
+# scans the table whole once it has grown. Custom plans, then, until use_generic_plans() says
+# the statistics describe enough rows (db.generic_plans_on).
+_CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 # Serialises the claims of one queue (every statement after it sees the earlier claims' jobs).
 _QUEUE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%(lock)s))"
@@ -746,6 +757,16 @@ class ControlledClaim:
     next_start_in: float | None  # seconds until a held rate allows a start; None: not held
 
 
+@dataclass(frozen=True, slots=True)
+class ControlledQueue:
+    """A controlled queue to claim from: its name, its declared controls (PGJOBS["QUEUES"];
+    the queue's row overrides them) and the key its last full claim ended on."""
+
+    name: str
+    controls: flow.FlowSettings
+    after_key: str | None = None
+
+
 def claim_controlled(
     *,
     queue: str,
@@ -757,44 +778,135 @@ def claim_controlled(
     after_key: str | None = None,
     using: str | None = None,
 ) -> ControlledClaim:
-    """Claim up to ``limit`` jobs of one controlled queue (``controls``: PGJOBS["QUEUES"], the
-    queue's row overriding them), never above its cap, per-key limit or rate. Serialised per
-    queue by an advisory lock held for one short transaction; keys are served after
-    ``after_key``."""
-    if limit <= 0 or not types:
-        return ControlledClaim([], None)
+    """Claim up to ``limit`` jobs of one controlled queue, never above its cap, per-key limit
+    or rate (finalize_and_claim_controlled with one queue and nothing to write)."""
+    _, (got,) = finalize_and_claim_controlled(
+        [],
+        [ControlledQueue(queue, controls, after_key)],
+        worker_id=worker_id,
+        types=types,
+        limit=limit,
+        lease_seconds=lease_seconds,
+        using=using,
+    )
+    return got
+
+
+def finalize_and_claim_controlled(
+    completions: Sequence[Completion],
+    queues: Sequence[ControlledQueue],
+    *,
+    worker_id: str,
+    types: Sequence[str],
+    limit: int,
+    lease_seconds: float,
+    using: str | None = None,
+) -> tuple[set[int], list[ControlledClaim]]:
+    """Write ``completions`` (the finalize, lease-fenced, with its fan-in), then claim up to
+    ``limit`` jobs from ``queues`` (a ControlledClaim each, in their order), in one round trip
+    and one transaction: per queue, in name order, its advisory lock as a statement of its
+    own (held to the transaction's end, so the claim's snapshot sees every earlier claimer's
+    jobs), its claim (what the queues before it left of ``limit``) and its next start."""
+    if limit <= 0 or not types or not queues:
+        return finalize(completions, using=using), [ControlledClaim([], None) for _ in queues]
     alias = using or conf.get("DATABASE")
-    params = {
-        "queue": queue,
+    order = sorted(range(len(queues)), key=lambda i: queues[i].name)
+    params = [_controlled_params(queues[i], worker_id, types, limit, lease_seconds) for i in order]
+    if db.prepares(connections[alias]) and db.PIPELINE:
+        written, got = _controlled_pipelined(completions, params, alias)
+    elif db.server_side_binding(alias):  # one statement per query: finalize, then a transaction
+        written = finalize(completions, using=alias)
+        with transaction.atomic(using=alias), db.cursor(alias) as cur:
+            got = [_controlled_one(cur, p) for p in params]
+    else:  # one multi-statement query: one implicit transaction
+        written, got = _controlled_simple(completions, params, alias)
+    claims: list[ControlledClaim] = [ControlledClaim([], None)] * len(queues)
+    for i, (rows, wait) in zip(order, got, strict=True):
+        held = wait is not None and len(rows) < limit
+        claims[i] = ControlledClaim(rows, max(0.0, float(wait)) if held else None)
+    return written, claims
+
+
+def _controlled_params(
+    q: ControlledQueue, worker_id: str, types: Sequence[str], limit: int, lease_seconds: float
+) -> dict[str, Any]:
+    c = q.controls
+    return {
+        "queue": q.name,
         "types": list(types),
         "limit": limit,
         "worker": worker_id,
         "lease": lease_seconds,
-        "cap": controls.concurrency,
-        "per_key": controls.per_key,
-        "rate": controls.rate,
-        "burst": controls.burst,
-        "by_key": controls.rate_per_key,
-        "after": after_key or "",
-        "lock": f"pgjobs.queue:{queue}",
-        "keyless_scan": KEYLESS_SCAN if controls.key else None,
+        "cap": c.concurrency,
+        "per_key": c.per_key,
+        "rate": c.rate,
+        "burst": c.burst,
+        "by_key": c.rate_per_key,
+        "after": q.after_key or "",
+        "lock": f"pgjobs.queue:{q.name}",
+        "keyless_scan": KEYLESS_SCAN if c.key else None,
     }
-    if db.server_side_binding(alias):  # one statement per query: a transaction of three
-        with transaction.atomic(using=alias), db.cursor(alias) as cur:
-            cur.execute(_QUEUE_LOCK, params)
-            cur.execute(_CLAIM_CONTROLLED, params)
-            rows = _rows(cur)
-            cur.execute(_NEXT_START, params)
-            wait = cur.fetchone()[0]
-    else:  # one round trip: a multi-statement query is one transaction, the lock held to its end
-        with db.cursor(alias) as cur:
-            cur.execute(_QUEUE_LOCK + ";\n" + _CLAIM_CONTROLLED + ";\n" + _NEXT_START, params)
+
+
+Got = tuple[list[ClaimedRow], Any]  # a queue's claimed rows and its next start (seconds)
+
+
+def _controlled_one(cur: Any, params: dict[str, Any]) -> Got:
+    """A queue's lock, claim and next start, a statement each, in the caller's transaction."""
+    cur.execute(_QUEUE_LOCK, params)
+    cur.execute(_CLAIM_CONTROLLED, params)
+    rows = _rows(cur)
+    cur.execute(_NEXT_START, params)
+    return rows, cur.fetchone()[0]
+
+
+def _controlled_pipelined(
+    completions: Sequence[Completion], params: list[dict[str, Any]], alias: str
+) -> tuple[set[int], list[Got]]:
+    """finalize_and_claim_controlled prepared, in one pipeline: one Sync at its end makes its
+    statements one transaction (the locks held to it); results are read after the Sync."""
+    conn = connections[alias]
+    n = len(params)
+    fin = db.prepared_cursor(alias, 0)
+    lock = db.prepared_cursor(alias, 1)  # its rows are never read: one cursor for every lock
+    claims = [db.prepared_cursor(alias, 2 + 2 * k) for k in range(n)]
+    starts = [db.prepared_cursor(alias, 3 + 2 * k) for k in range(n)]
+    with db.pipeline(conn):
+        if completions:
+            fin.execute(finalize_sql(), _finalize_params(completions))
+        if not db.generic_plans_on(alias):
+            lock.execute(_CUSTOM_PLANS)
+        for p, claim_cur, start_cur in zip(params, claims, starts, strict=True):
+            lock.execute(_QUEUE_LOCK, p)
+            claim_cur.execute(_CLAIM_CONTROLLED, p)
+            start_cur.execute(_NEXT_START, p)
+    written = _written(fin.fetchall(), alias) if completions else set()
+    got = [(_rows(c), s.fetchone()[0]) for c, s in zip(claims, starts, strict=True)]
+    return written, got
+
+
+def _controlled_simple(
+    completions: Sequence[Completion], params: list[dict[str, Any]], alias: str
+) -> tuple[set[int], list[Got]]:
+    """finalize_and_claim_controlled as one multi-statement query (each statement bound on
+    the client), one implicit transaction: the locks are held to its end."""
+    with db.cursor(alias) as cur:
+        parts = [cur.mogrify(finalize_sql(), _finalize_params(completions))] if completions else []
+        for p in params:
+            parts += [cur.mogrify(q, p) for q in (_QUEUE_LOCK, _CLAIM_CONTROLLED, _NEXT_START)]
+        cur.execute(";\n".join(parts))
+        finalized: list[tuple[Any, ...]] = []
+        if completions:
+            finalized = cur.fetchall()
             cur.nextset()
+        got = []
+        for _ in params:
+            cur.nextset()  # past the lock's row
             rows = _rows(cur)
             cur.nextset()
-            wait = cur.fetchone()[0]
-    held = wait is not None and len(rows) < limit
-    return ControlledClaim(rows, max(0.0, float(wait)) if held else None)
+            got.append((rows, cur.fetchone()[0]))
+            cur.nextset()
+    return _written(finalized, alias), got  # every result read: the fan-in's next query may run
 
 
 def claim_limited(

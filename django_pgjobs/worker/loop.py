@@ -180,10 +180,14 @@ class Worker:
         free, room = self.producer.room(len(batch))
         limit = 0 if self.state.is_stopping else min(room, o.batch_size)
         claimed = 0
-        if limit > 0 and self.producer.limited:  # capped queues: their own transactions
-            self.completer.write(batch)
+        if limit > 0 and self.producer.limited:  # controlled queues: the ended runs ride along
+            written, rows = self.producer.finalize_and_claim_limited(
+                Completer.to_write(batch), min(free, limit)
+            )
+            self.completer.settle(batch, written)
             batch = []
-            claimed = self.producer.claim_limited(min(free, limit))
+            self.producer.dispatch(rows)
+            claimed = len(rows)
         unlimited = limit - claimed
         if o.queues and set(o.queues) <= set(self.producer.limited):
             unlimited = 0  # every queue of ours is controlled: no unlimited claim to send

@@ -4,8 +4,9 @@ A claim fills the free threads and, while every job held is of a type that runs 
 ``prefetch`` more, which wait in the handoff for a thread: a drain of short jobs then refills
 the threads' queue before it runs dry, and a round trip carries up to ``batch_size`` jobs
 instead of one per free thread. Controlled queues (a cap, per-key limit or rate:
-docs/flow-control.md) are claimed first, in their own short transactions, and only for free
-threads (a held job would count against the limits).
+docs/flow-control.md) are claimed first, all of them in one short transaction that also
+writes the ended runs (one round trip), and only for free threads (a held job would count
+against the limits).
 The outcomes that ride in a claim's round trip are written through the completer
 (completer.write_with_claim; completer.py says who writes a job's outcome).
 
@@ -101,46 +102,64 @@ class Producer:
         counted = max(0, free_async) if aio.typical is not None else 0
         return max(0, threads) + counted, thread_room + max(0, async_room)
 
-    def claim_limited(self, free: int) -> int:
-        """Claim from the controlled queues, one by one, for free threads (and free async slots)
-        only; dispatches them. A queue held by its rate says when its next start is allowed
-        (next_start_at)."""
+    def finalize_and_claim_limited(
+        self, completions: list[Completion], free: int
+    ) -> tuple[set[int], list[ClaimedRow]]:
+        """Write ``completions`` and claim from every controlled queue of ours in one round
+        trip, for free threads only (a held job would count against the limits); then, if
+        async handlers have free slots, for those in another. A queue held by its rate says
+        when its next start is allowed (next_start_at). The rows are not yet dispatched."""
         self.next_start_at = None
+        self._claim_sent = time.monotonic()  # the first trip's: the leases' earliest start
         sync_types, thread_room, async_types, async_room = self._lines
-        threads = self._claim_limited(sync_types, min(free, self._free_threads))
-        on_loop = 0
+        written, threads = self._claim_limited(
+            completions, sync_types, min(free, self._free_threads)
+        )
+        on_loop: list[ClaimedRow] = []
         if async_types and async_room > 0:  # and for free async slots (aio.py)
-            on_loop = self._claim_limited(async_types, async_room)
+            on_loop = self._claim_limited([], async_types, async_room)[1]
         # what is left of each line's room is the main claim's (finalize_and_claim)
-        self._lines = (sync_types, thread_room - threads, async_types, async_room - on_loop)
-        return threads + on_loop
+        self._lines = (
+            sync_types,
+            thread_room - len(threads),
+            async_types,
+            async_room - len(on_loop),
+        )
+        return written, threads + on_loop
 
-    def _claim_limited(self, types: list[str], free: int) -> int:
-        o, claimed = self.options, 0
+    def _claim_limited(
+        self, completions: list[Completion], types: list[str], free: int
+    ) -> tuple[set[int], list[ClaimedRow]]:
         declared = flow.queues()
-        for name in self.limited:
-            if claimed >= free:  # a controlled queue's job waits for no thread (or slot)
-                break
-            self._claim_sent = time.monotonic()
-            got = queries.claim_controlled(
-                queue=name,
-                controls=declared.get(name, NO_CONTROLS),
-                worker_id=self.worker_id,
-                types=types,
-                limit=free - claimed,
-                lease_seconds=o.lease_seconds,
-                after_key=self._key_cursor.get(name),
-                using=o.using,
+        wanted = [
+            queries.ControlledQueue(
+                name, declared.get(name, NO_CONTROLS), self._key_cursor.get(name)
             )
-            keys = [r.flow_key for r in got.rows if r.flow_key is not None]
-            # a full claim: the next one starts after the last key served (every key its turn)
-            self._key_cursor[name] = max(keys) if keys and len(got.rows) == free - claimed else None
-            if got.next_start_in is not None:
-                at = self._claim_sent + got.next_start_in
+            for name in self.limited
+        ]
+        written, got = queries.finalize_and_claim_controlled(
+            completions,
+            wanted,
+            worker_id=self.worker_id,
+            types=types,
+            limit=free,
+            lease_seconds=self.options.lease_seconds,
+            using=self.options.using,
+        )
+        rows: list[ClaimedRow] = []
+        left = free
+        for q, claim in sorted(zip(wanted, got, strict=True), key=lambda p: p[0].name):
+            if left > 0:  # a queue the ones before it left no room got no turn: cursor kept
+                keys = [r.flow_key for r in claim.rows if r.flow_key is not None]
+                # a full claim: the next one starts after the last key served (each key its turn)
+                full = bool(keys) and len(claim.rows) == left
+                self._key_cursor[q.name] = max(keys) if full else None
+            if claim.next_start_in is not None:
+                at = self._claim_sent + claim.next_start_in
                 self.next_start_at = min(at, self.next_start_at or at)
-            self.dispatch(got.rows)
-            claimed += len(got.rows)
-        return claimed
+            rows += claim.rows
+            left -= len(claim.rows)
+        return written, rows
 
     def until_next_start(self, now: float) -> float:
         """Seconds until a rate-held queue allows its next start (inf: none is held)."""

@@ -8,8 +8,9 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_pgjobs import InvalidJobOption, enqueue, enqueue_many, flow, queries
+from django_pgjobs import InvalidJobOption, chain, enqueue, enqueue_many, flow, job, queries
 from django_pgjobs.models import Job, Queue
+from django_pgjobs.queries import Completion, ControlledQueue
 from tests.conftest import sql, sql_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -174,6 +175,99 @@ def test_keyless_jobs_form_one_line(queues):
     queues(crm={"per_key": 1, "key": "config.c"})
     enqueue_many("test.noop", [{"c": "a"}] * 2, queue="crm")
     assert sorted(r.flow_key or "-" for r in claim().rows) == ["-", "-", "a"]
+
+
+def done(row, token=None):
+    return Completion(
+        id=row.id, token=token or row.lease_token, attempt=row.attempts, status="COMPLETED"
+    )
+
+
+def finalize_and_claim(completions, names, limit=50, using=None):
+    wanted = [ControlledQueue(n, flow.queues().get(n, flow.FlowSettings())) for n in names]
+    return queries.finalize_and_claim_controlled(
+        completions,
+        wanted,
+        worker_id="w",
+        types=TYPES,
+        limit=limit,
+        lease_seconds=30,
+        using=using,
+    )
+
+
+# Each way the statements travel: prepared in one pipeline, one multi-statement query (not
+# prepared), one statement per query in a transaction (Django's server-side binding).
+PATHS = [
+    pytest.param(True, None, id="pipelined"),
+    pytest.param(False, None, id="multi-statement"),
+    pytest.param(False, "server_binding", id="server-side-binding"),
+]
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "server_binding"])
+@pytest.mark.parametrize(("prepared", "using"), PATHS)
+def test_the_ended_run_rides_in_the_claim_and_frees_its_keys_slot(
+    settings, queues, prepared, using
+):
+    """The finalize runs before the queue's lock in the same round trip: the claim after it
+    sees the key's slot free; a stale finalize (a lost lease) writes nothing."""
+    settings.PGJOBS = {**settings.PGJOBS, "PREPARED_STATEMENTS": prepared}
+    queues(crm={"per_key": 1, "key": "config.c"})
+    enqueue_many("test.noop", [{"c": "a"}] * 3, queue="crm")
+    [first] = claim().rows
+    written, [got] = finalize_and_claim([done(first)], ["crm"], using=using)
+    assert written == {first.id}
+    assert Job.objects.get(pk=first.id).status == "COMPLETED"
+    [second] = got.rows
+    assert second.flow_key == "a" and second.id != first.id
+    stale = done(second, token="00000000-0000-0000-0000-000000000000")
+    written, [got] = finalize_and_claim([stale], ["crm"], using=using)
+    assert written == set() and got.rows == []  # the key's one slot is still held
+    assert Job.objects.get(pk=second.id).status == "RUNNING"
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "server_binding"])
+@pytest.mark.parametrize(("prepared", "using"), PATHS)
+def test_controlled_queues_claimed_together_share_the_free_threads(
+    settings, queues, prepared, using
+):
+    """One transaction claims every controlled queue, in name order: each claims what the
+    ones before it left of the limit; the answers come back in the order asked."""
+    settings.PGJOBS = {**settings.PGJOBS, "PREPARED_STATEMENTS": prepared}
+    queues(a_q={"concurrency": 10}, b_q={"concurrency": 10}, c_q={"concurrency": 10})
+    for name in ("a_q", "b_q", "c_q"):
+        enqueue_many("test.noop", [{}] * 2, queue=name)
+    _, (c, a, b) = finalize_and_claim([], ["c_q", "a_q", "b_q"], limit=3, using=using)
+    assert [len(a.rows), len(b.rows), len(c.rows)] == [2, 1, 0]
+    assert {r.queue for r in a.rows} == {"a_q"} and {r.queue for r in b.rows} == {"b_q"}
+    _, (c, a, b) = finalize_and_claim([], ["c_q", "a_q", "b_q"], limit=9, using=using)
+    assert [len(a.rows), len(b.rows), len(c.rows)] == [0, 1, 2]
+
+
+def test_the_controlled_claim_keeps_custom_plans_until_generic_plans_are_on(queues):
+    """Prepared, PostgreSQL would switch the claim to a generic plan after five executions,
+    made from whatever the statistics say then (an empty table: whole-table scans later)."""
+    queues(crm={"per_key": 1, "key": "config.c"})
+    enqueue_many("test.noop", [{"c": f"k{i}"} for i in range(20)], queue="crm")
+    for _ in range(10):
+        finish(claim(limit=2).rows)
+    plans = sql(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+        "WHERE statement LIKE '%%WITH RECURSIVE ctl AS%%'"
+    )
+    assert plans == [(0, 10)]
+
+
+def test_a_finalize_in_the_controlled_claim_fans_in(queues):
+    """Workflow fan-in runs in this path's finalize too: the next step becomes claimable."""
+    queues(crm={"concurrency": 5})
+    run = chain(job("test.noop", {}, queue="crm"), job("test.noop", {}, queue="crm")).enqueue()
+    [first] = claim().rows
+    assert first.id == run["1"][0]
+    written, [got] = finalize_and_claim([done(first)], ["crm"])
+    assert written == {first.id}
+    assert [r.id for r in got.rows] == run["2"]
 
 
 def run(*args):
