@@ -103,8 +103,13 @@ def test_base_exceptions_do_not_kill_the_worker(do):
     bad.refresh_from_db()
     good.refresh_from_db()
     assert good.status == JobStatus.COMPLETED
-    assert bad.status == JobStatus.PENDING and bad.attempts == 1
-    assert ("SystemExit" if do == "system_exit" else "KeyboardInterrupt") in bad.error
+    # The first attempt was recorded as a retry; on a loaded machine the burst may reach the
+    # retry (due at once under the test settings) too, which ends the same way.
+    first = bad.history[0]
+    assert (first["attempt"], first["outcome"]) == (1, "retry"), bad.history
+    name = "SystemExit" if do == "system_exit" else "KeyboardInterrupt"
+    assert name in first["error"] and name in bad.error
+    assert bad.status in (JobStatus.PENDING, JobStatus.FAILED)
 
 
 def test_unregistered_type_in_the_table_is_never_run():
