@@ -76,6 +76,11 @@ def rate_text(per_second: float | None) -> str:
     return f"{per_second * 86400:g}/d"
 
 
+def fair_text(weights: tuple[tuple[str, float], ...] | None) -> str:
+    """(("acme", 3.0), ("default", 1.0)) -> "acme=3,default=1"; "-" without fair share."""
+    return ",".join(f"{k}={w:g}" for k, w in weights) if weights else "-"
+
+
 def parse_key_path(value: Any) -> tuple[str, ...]:
     """ "config.customer_id" -> ("customer_id",)."""
     if not isinstance(value, str) or not _KEY_PATH.match(value):

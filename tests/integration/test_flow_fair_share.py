@@ -4,8 +4,10 @@ a queue's flow keys, passes in pgjobs_share. One connection, real PostgreSQL."""
 from __future__ import annotations
 
 import collections
+import io
 
 import pytest
+from django.core.management import call_command
 
 from django_pgjobs import enqueue_many, flow, queries
 from django_pgjobs.models import Share
@@ -129,3 +131,13 @@ def test_keyless_jobs_are_one_tenant_of_the_default_weight(queues):
         started += counts(claim(8))
         finish_all()
     assert started["acme"] >= 2 * started[None] > 0
+
+
+def test_list_shows_the_weights(queues):
+    queues(crm={"key": "config.customer", "fair": {"default": 1, "acme": 3}})
+    backlog("acme", 2)
+    out = io.StringIO()
+    call_command("pgjobs_queue", "list", stdout=out)
+    lines = {line.split()[0]: line.split() for line in out.getvalue().splitlines()}
+    assert lines["QUEUE"][-2:] == ["FAIR", "WHY"]
+    assert lines["crm"][-1] == "acme=3,default=1", lines["crm"]
