@@ -48,6 +48,7 @@ def queues_setting() -> dict[str, Any]:
         "per_key": {"per_key": 1, "key": "config.k"},
         "fair": {"key": "config.k", "fair": {"default": 1, "acme": 3}},
         "unfair": {"key": "config.k", "concurrency": 100_000},
+        "capped": {"concurrency": 100_000},
     }
 
 
@@ -133,15 +134,16 @@ def drain(
     )
 
 
-def fair_figures(
-    rep: int, jobs: int, workers: int, threads: int, declared: dict[str, Any]
-) -> tuple[float, float, float]:
-    """Drain seconds of one tenant's ``jobs`` in (fair, unfair, plain), the order rotated per
-    rep so that no variant always runs first on a loaded machine."""
-    order = ["fair", "unfair", "plain"]
-    order = order[rep % 3 :] + order[: rep % 3]
-    took = {q: drain(q, jobs, workers, threads, declared, keys=1) for q in order}
-    return took["fair"], took["unfair"], took["plain"]
+FAIR_VARIANTS = ("fair", "unfair", "capped", "plain")
+
+
+def fair_figures(rep: int, jobs: int, workers: int, threads: int, declared: dict[str, Any]):
+    """Drain seconds of one tenant's ``jobs`` per FAIR_VARIANTS queue (with "fair"; the same
+    key path without it; a cap and no key path; no controls), the order rotated per rep so
+    that no variant always runs first on a loaded machine."""
+    k = rep % len(FAIR_VARIANTS)
+    order = FAIR_VARIANTS[k:] + FAIR_VARIANTS[:k]
+    return {q: drain(q, jobs, workers, threads, declared, keys=1) for q in order}
 
 
 def rate_figures(jobs: int) -> tuple[float, int]:
@@ -242,8 +244,12 @@ def main() -> None:
     w, t = a.workers, a.threads
     for rep in range(a.reps):
         lone = fair_figures(rep, a.jobs, w, t, declared)
-        add("fair: lone tenant's drain, unfair (same claim) / fair", lone[1] / lone[0])
-        add("fair: lone tenant's drain, plain (no controls) / fair", lone[2] / lone[0])
+        add(
+            "fair: lone tenant's drain, same queue without fair / fair",
+            lone["unfair"] / lone["fair"],
+        )
+        add("fair: lone tenant's drain, a cap, no key path / fair", lone["capped"] / lone["fair"])
+        add("fair: lone tenant's drain, no controls / fair", lone["plain"] / lone["fair"])
         if a.only == "fair":
             continue
         rated_jobs = min(a.jobs, 2000)
