@@ -19,6 +19,9 @@ own connections); jobs are no-ops.
               beside the pending ones); the figures above are planned at every claim
 - others:     an uncontrolled queue's drain while another queue is declared controlled / with
               nothing declared
+- fair:       a lone tenant's drain in a queue shared 3:1 ("fair" weights) against the same
+              drain without "fair" (a non-binding cap: the same controlled claim) and
+              without controls; rounds alternated. `--only fair` runs these figures alone.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ def queues_setting() -> dict[str, Any]:
         "rated": {"rate": "500/s", "burst": 10},
         "keys": {"rate": "1000000/s", "burst": 1000, "key": "config.k"},
         "per_key": {"per_key": 1, "key": "config.k"},
+        "fair": {"key": "config.k", "fair": {"default": 1, "acme": 3}},
+        "unfair": {"key": "config.k", "concurrency": 100_000},
+        "capped": {"concurrency": 100_000},
     }
 
 
@@ -107,12 +113,14 @@ def sql(statement: str, params: Any = None) -> list[tuple]:
         return cur.fetchall() if cur.description else []
 
 
-def drain(queue: str, jobs: int, workers: int, threads: int, declared: dict[str, Any]) -> float:
-    """Seconds from the first start to the last finish of ``jobs`` no-ops over KEYS keys."""
+def drain(
+    queue: str, jobs: int, workers: int, threads: int, declared: dict[str, Any], keys: int = KEYS
+) -> float:
+    """Seconds from the first start to the last finish of ``jobs`` no-ops over ``keys`` keys."""
     from django_pgjobs import enqueue_many
 
-    sql("TRUNCATE pgjobs_job, pgjobs_rate")
-    enqueue_many("bench.noop", [{"k": f"k{i % KEYS}"} for i in range(jobs)], queue=queue)
+    sql("TRUNCATE pgjobs_job, pgjobs_rate, pgjobs_share")
+    enqueue_many("bench.noop", [{"k": f"k{i % keys}"} for i in range(jobs)], queue=queue)
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_worker, args=(declared, queue, threads)) for _ in range(workers)]
     for p in procs:
@@ -124,6 +132,18 @@ def drain(queue: str, jobs: int, workers: int, threads: int, declared: dict[str,
     return float(
         sql("SELECT extract(epoch FROM max(finished_at) - min(started_at)) FROM pgjobs_job")[0][0]
     )
+
+
+FAIR_VARIANTS = ("fair", "unfair", "capped", "plain")
+
+
+def fair_figures(rep: int, jobs: int, workers: int, threads: int, declared: dict[str, Any]):
+    """Drain seconds of one tenant's ``jobs`` per FAIR_VARIANTS queue (with "fair"; the same
+    key path without it; a cap and no key path; no controls), the order rotated per rep so
+    that no variant always runs first on a loaded machine."""
+    k = rep % len(FAIR_VARIANTS)
+    order = FAIR_VARIANTS[k:] + FAIR_VARIANTS[:k]
+    return {q: drain(q, jobs, workers, threads, declared, keys=1) for q in order}
 
 
 def rate_figures(jobs: int) -> tuple[float, int]:
@@ -191,6 +211,10 @@ def generic_claim_times() -> tuple[list[float], list[float]]:
         connection.close()
 
 
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -205,18 +229,29 @@ def main() -> None:
     ap.add_argument("--backlog", type=int, default=100_000)
     ap.add_argument("--out", default=str(ROOT / "bench/results/flow_control.md"))
     ap.add_argument("--label", default="")
+    ap.add_argument("--only", choices=["all", "fair"], default="all")
     a = ap.parse_args()
     declared = queues_setting()
     setup(declared, create=True)
     from django_pgjobs import enqueue_many
 
+    load_before = _load()
     results: dict[str, list[float]] = {}
 
     def add(name: str, value: float) -> None:
         results.setdefault(name, []).append(value)
 
     w, t = a.workers, a.threads
-    for _ in range(a.reps):
+    for rep in range(a.reps):
+        lone = fair_figures(rep, a.jobs, w, t, declared)
+        add(
+            "fair: lone tenant's drain, same queue without fair / fair",
+            lone["unfair"] / lone["fair"],
+        )
+        add("fair: lone tenant's drain, a cap, no key path / fair", lone["capped"] / lone["fair"])
+        add("fair: lone tenant's drain, no controls / fair", lone["plain"] / lone["fair"])
+        if a.only == "fair":
+            continue
         rated_jobs = min(a.jobs, 2000)
         drain("rated", rated_jobs, w, t, declared)
         per_s, most = rate_figures(rated_jobs)
@@ -266,7 +301,8 @@ def main() -> None:
         "",
         f"{a.label or 'machine not labelled'}; {a.jobs} jobs, {w} workers x {t} threads, "
         f"{a.reps} reps, medians. Command: `python bench/flow_control.py --jobs {a.jobs} "
-        f"--workers {w} --threads {t} --reps {a.reps} --backlog {a.backlog}`",
+        f"--workers {w} --threads {t} --reps {a.reps} --backlog {a.backlog} --only {a.only}`"
+        f"; load average before/after: {load_before} / {_load()}",
         "",
         "| figure | median | reps |",
         "|---|---|---|",

@@ -250,7 +250,7 @@ def check_tasks_backend(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 
 @checks.register()
 def check_flow_queues(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """PGJOBS["QUEUES"], the flow controls of queues (E040-E048, docs/flow-control.md)."""
+    """PGJOBS["QUEUES"], the flow controls of queues (E040-E048, E054-E055, docs/flow-control.md)."""
     from . import flow
 
     declared = conf.get_settings().get("QUEUES")

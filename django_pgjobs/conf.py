@@ -456,8 +456,8 @@ SETTINGS: list[Setting] = [
         Special("a dict: queue -> flow controls", "check_flow_queues"),
         "pgjobs.E048",
         "flow control per queue: `concurrency`, `per_key`, `rate`, `burst`, `rate_per_key`, "
-        "`key` (docs/flow-control.md); the queue's row (`pgjobs_queue`, the admin) wins; "
-        "checks E040-E048",
+        "`key`, `fair` (docs/flow-control.md); the queue's row (`pgjobs_queue`, the admin) "
+        "wins; checks E040-E048, E054-E055",
     ),
     Setting(
         "SCHEDULER_INTERVAL",

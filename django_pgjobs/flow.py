@@ -1,8 +1,9 @@
 """Flow control of a queue (PGJOBS["QUEUES"]): what a declaration means, checked and parsed.
 
-A queue is *controlled* when it has a cluster-wide cap, a per-key limit or a rate; the claim
-takes its jobs on one serialised path (queries.claim_controlled). Values set on the queue's
-pgjobs_queue row (the command, the admin) win over these; docs/flow-control.md.
+A queue is *controlled* when it has a cluster-wide cap, a per-key limit, a rate or fair-share
+weights; the claim takes its jobs on one serialised path (queries.claim_controlled). Values
+set on the queue's pgjobs_queue row (the command, the admin) win over these (fair share is
+declared here only); docs/flow-control.md.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .exceptions import InvalidJobOption
 PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(\d*)\s*([smhd])\s*$")
 _KEY_PATH = re.compile(r"^config(\.[A-Za-z0-9_-]+)+$")
-KEYS = {"concurrency", "per_key", "rate", "burst", "key", "rate_per_key"}
+KEYS = {"concurrency", "per_key", "rate", "burst", "key", "rate_per_key", "fair"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +36,21 @@ class FlowSettings:
     burst: int | None = None
     key: tuple[str, ...] | None = None  # the config path of the flow key, without "config"
     rate_per_key: bool | None = None
+    fair: tuple[tuple[str, float], ...] | None = None  # weights per flow key, "default" included
 
     @property
     def controlled(self) -> bool:
-        return any(v is not None for v in (self.concurrency, self.per_key, self.rate))
+        return any(v is not None for v in (self.concurrency, self.per_key, self.rate, self.fair))
+
+    @property
+    def fair_weights(self) -> dict[str, float]:
+        """The weights of the named flow keys (without "default")."""
+        return {k: w for k, w in self.fair or () if k != "default"}
+
+    @property
+    def default_weight(self) -> float:
+        """The weight of a flow key ``fair`` does not name."""
+        return dict(self.fair or ()).get("default", 1.0)
 
 
 def parse_rate(value: Any) -> float:
@@ -64,11 +76,32 @@ def rate_text(per_second: float | None) -> str:
     return f"{per_second * 86400:g}/d"
 
 
+def fair_text(weights: tuple[tuple[str, float], ...] | None) -> str:
+    """(("acme", 3.0), ("default", 1.0)) -> "acme=3,default=1"; "-" without fair share."""
+    return ",".join(f"{k}={w:g}" for k, w in weights) if weights else "-"
+
+
 def parse_key_path(value: Any) -> tuple[str, ...]:
     """ "config.customer_id" -> ("customer_id",)."""
     if not isinstance(value, str) or not _KEY_PATH.match(value):
         raise ValueError(f'a key path is "config.<field>[.<field>...]", got {value!r}')
     return tuple(value.split(".")[1:])
+
+
+def parse_weights(value: Any) -> tuple[tuple[str, float], ...]:
+    """{"default": 1, "acme": 3} -> (("acme", 3.0), ("default", 1.0)): weights > 0 per key."""
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError(f"fair is a dict of flow keys to weights > 0, got {value!r}")
+    weights = []
+    for key, weight in value.items():
+        number = isinstance(weight, int | float) and not isinstance(weight, bool)
+        named = isinstance(key, str | int) and not isinstance(key, bool) and key != ""
+        if not named or not number or not math.isfinite(weight):
+            raise ValueError(f"fair: a weight is a number per flow key, got {key!r}: {weight!r}")
+        if weight <= 0:
+            raise ValueError(f"fair: the weight of {key!r} must be > 0, got {weight!r}")
+        weights.append((str(key), float(weight)))  # an integer key is stored as its text
+    return tuple(sorted(weights))
 
 
 def _positive_int(name: str, value: Any, low: int) -> int:
@@ -91,6 +124,7 @@ FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("burst", "pgjobs.E044", lambda v: _positive_int("burst", v, 1)),
     ("key", "pgjobs.E045", parse_key_path),
     ("rate_per_key", "pgjobs.E046", lambda v: _bool("rate_per_key", v)),
+    ("fair", "pgjobs.E054", parse_weights),
 )
 
 
@@ -108,6 +142,10 @@ def parse_queue(declared: Mapping[str, Any]) -> FlowSettings:
                 raise ValueError(str(exc), check_id) from None
     if values.get("per_key") is not None and "key" not in values:
         raise ValueError('per_key needs a key path ("key": "config.<field>")', "pgjobs.E047")
+    if values.get("fair") is not None and "key" not in values:
+        raise ValueError(
+            'fair shares among flow keys: it needs "key": "config.<field>"', "pgjobs.E055"
+        )
     return FlowSettings(**values)
 
 

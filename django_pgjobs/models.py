@@ -21,6 +21,7 @@ from .tables import (
     RATE_TABLE,
     SCHEDULE_FIRE_TABLE,
     SCHEDULE_TABLE,
+    SHARE_TABLE,
     STAT_MINUTE_TABLE,
     UNIQUE_TABLE,
     WORKER_TABLE,
@@ -438,6 +439,28 @@ class Rate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue}/{self.key}"
+
+
+class Share(models.Model):
+    """Fair share's state (stride scheduling): a flow key's pass in a queue, the virtual time
+    its next job starts at; tenant '' holds the queue's virtual time (the pass last served),
+    the floor of a returning key. Written only by the claim, under the queue's lock."""
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=63)
+    tenant = models.CharField(max_length=255, blank=True)
+    pass_value = models.FloatField(db_column="pass")
+
+    objects = QueueManager()
+
+    class Meta:
+        db_table = SHARE_TABLE
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "tenant"], name="pgjobs_share_queue_tenant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.tenant}"
 
 
 class Schedule(models.Model):

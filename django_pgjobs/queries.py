@@ -8,7 +8,8 @@ Every transition of the state machine is one statement here, fenced by the datab
     fan-in       WAITING    -> PENDING | CANCELLED  in the statement that ends its last dependency
     claim        PENDING    -> RUNNING              lock with SKIP LOCKED, attempts + 1, new lease
                                                     controlled queues: after the queue's lock,
-                                                    within cap, per-key limit and rate (pgjobs_rate)
+                                                    within cap, per-key limit and rate (pgjobs_rate),
+                                                    by fair share (stride passes in pgjobs_share)
     heartbeat    RUNNING    -> RUNNING              extend the lease of jobs we still hold
     progress     RUNNING    -> RUNNING              the handler's latest job.progress(...)
     finalize     RUNNING    -> COMPLETED | COMPLETED_WITH_ERRORS | FAILED | PENDING (retry)
@@ -58,6 +59,7 @@ from .tables import (
     JOB_TABLE,
     QUEUE_TABLE,
     RATE_TABLE,
+    SHARE_TABLE,
     UNIQUE_TABLE,
     WORKFLOW_TABLE,
 )
@@ -543,7 +545,57 @@ KEYLESS_SCAN = 100
 _TAKEN_NAME = "pgjobs.claimed"
 _TAKEN = f"COALESCE(NULLIF(current_setting('{_TAKEN_NAME}', true), '')::int, 0)"
 _KEY_TAT = f"(SELECT b.tat FROM {RATE_TABLE} b WHERE b.queue = %(queue)s AND b.key = k.k)"
-_CLAIM_CONTROLLED = f"""
+_SHARE_PASS = f"(SELECT s.pass FROM {SHARE_TABLE} s WHERE s.queue = %(queue)s AND s.tenant = k.k)"
+_KEYLESS_RANK = "row_number() OVER (ORDER BY y.priority DESC, y.run_after, y.id)"
+_WEIGHT = "COALESCE((%(weights)s::jsonb ->> k.k)::float8, %(weight)s::float8)"
+
+
+# The parts the claim of a queue with fair-share weights adds (stride scheduling, see
+# _claim_controlled_sql); the plain controlled claim has none of them.
+_FAIR_PARTS = {
+    "vt": f"""
+), vt AS (
+    SELECT COALESCE((SELECT s.pass FROM {SHARE_TABLE} s
+                     WHERE s.queue = %(queue)s AND s.tenant = ''), 0) AS v""",
+    "line_cols": ", l.w, l.p",
+    "line_vals": f""",
+            {_WEIGHT} AS w,
+            GREATEST({_SHARE_PASS}, (SELECT v FROM vt)) AS p""",
+    "line_order": "ORDER BY l.p, l.k\n    ",
+    "key_vp": ", l.p + (h.rank - 1) / l.w AS vp",
+    "keyless_vp": f", (SELECT v FROM vt) + ({_KEYLESS_RANK} - 1) / %(weight)s::float8",
+    "picked_vp": ", c.vp",
+    "pick_order": "c.vp, ",
+    "shared": f"""
+), shared AS (
+    INSERT INTO {SHARE_TABLE} AS s (queue, tenant, pass)
+    SELECT %(queue)s, t.k, t.p FROM (
+        SELECT l.k, l.p + count(*) / l.w AS p
+        FROM picked p JOIN lines l ON l.k = p.k GROUP BY l.k, l.p, l.w
+        UNION ALL
+        SELECT '', max(p.vp) FROM picked p HAVING count(*) > 0
+    ) t
+    ON CONFLICT (queue, tenant) DO UPDATE
+    SET pass = CASE WHEN s.tenant = '' THEN GREATEST(s.pass, EXCLUDED.pass)
+                    ELSE EXCLUDED.pass END""",
+}
+
+
+def _claim_controlled_sql(fair: bool) -> str:
+    """The controlled claim; ``fair``: of a queue with fair-share weights. There the keys line
+    up by pass, floored at the queue's virtual time `vt` (the last start served: a key back
+    from idle gets no burst), the room goes to the smallest virtual starts (pass + (rank - 1)
+    / weight) and `shared` adds taken / weight to each key's pass, moving `vt` up."""
+    p = _FAIR_PARTS if fair else dict.fromkeys(_FAIR_PARTS, "")
+    vt, line_cols, line_vals, line_order = p["vt"], p["line_cols"], p["line_vals"], p["line_order"]
+    key_vp, keyless_vp, picked_vp, pick_order = (
+        p["key_vp"],
+        p["keyless_vp"],
+        p["picked_vp"],
+        p["pick_order"],
+    )
+    shared = p["shared"]
+    return f"""
 WITH RECURSIVE ctl AS ({CONTROLS}
 ), room AS (
     SELECT CASE WHEN c.paused THEN 0 ELSE GREATEST(0, LEAST(
@@ -553,7 +605,7 @@ WITH RECURSIVE ctl AS ({CONTROLS}
                CASE WHEN c.rate IS NOT NULL AND NOT c.by_key THEN {tokens_sql("b.tat")} END))
            END AS n,
            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql("b.tat")} END AS keyless
-    FROM ctl c LEFT JOIN {RATE_TABLE} b ON b.queue = %(queue)s AND b.key = ''
+    FROM ctl c LEFT JOIN {RATE_TABLE} b ON b.queue = %(queue)s AND b.key = ''{vt}
 ), keys(k) AS (
     (SELECT flow_key FROM {T}
      WHERE {_due()} AND flow_key IS NOT NULL AND flow_key > %(after)s
@@ -564,19 +616,19 @@ WITH RECURSIVE ctl AS ({CONTROLS}
             ORDER BY j.flow_key LIMIT 1)
     FROM keys WHERE keys.k IS NOT NULL
 ), lines AS (
-    SELECT l.k, l.n FROM (
+    SELECT l.k, l.n{line_cols} FROM (
         SELECT k.k, LEAST(
             (SELECT n FROM room),
             c.per_key - (SELECT count(*) FROM {T} r
                          WHERE r.status = {RUNNING_SQL} AND r.flow_key IS NOT NULL
                            AND r.queue = %(queue)s AND r.flow_key = k.k),
-            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql(_KEY_TAT)} END) AS n
+            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql(_KEY_TAT)} END) AS n{line_vals}
         FROM keys k CROSS JOIN ctl c WHERE k.k IS NOT NULL
     ) l
     WHERE l.n > 0
-    LIMIT (SELECT n FROM room)
+    {line_order}LIMIT (SELECT n FROM room)
 ), cand AS (
-    SELECT h.id, l.k, h.rank, h.priority, h.run_after FROM lines l CROSS JOIN LATERAL (
+    SELECT h.id, l.k, h.rank, h.priority, h.run_after{key_vp} FROM lines l CROSS JOIN LATERAL (
         SELECT x.id, x.priority, x.run_after,
                row_number() OVER (ORDER BY x.priority DESC, x.run_after, x.id) AS rank
         FROM (SELECT id, priority, run_after FROM {T}
@@ -584,17 +636,17 @@ WITH RECURSIVE ctl AS ({CONTROLS}
               ORDER BY priority DESC, run_after, id LIMIT l.n) x
     ) h
     UNION ALL
-    SELECT y.id, NULL, row_number() OVER (ORDER BY y.priority DESC, y.run_after, y.id),
-           y.priority, y.run_after
+    SELECT y.id, NULL, {_KEYLESS_RANK},
+           y.priority, y.run_after{keyless_vp}
     FROM (SELECT x.id, x.priority, x.run_after
           FROM (SELECT id, priority, run_after, flow_key FROM {T} WHERE {_due()}
                 ORDER BY priority DESC, run_after, id LIMIT %(keyless_scan)s) x
           WHERE x.flow_key IS NULL
           LIMIT (SELECT LEAST(n, keyless) FROM room)) y
 ), picked AS MATERIALIZED (
-    SELECT j.id, c.k FROM cand c JOIN {T} j ON j.id = c.id
+    SELECT j.id, c.k{picked_vp} FROM cand c JOIN {T} j ON j.id = c.id
     WHERE j.status = {PENDING_SQL}
-    ORDER BY c.rank, c.priority DESC, c.run_after, c.id
+    ORDER BY {pick_order}c.rank, c.priority DESC, c.run_after, c.id
     LIMIT (SELECT n FROM room)
     FOR UPDATE OF j SKIP LOCKED
 ), spent AS (
@@ -605,10 +657,14 @@ WITH RECURSIVE ctl AS ({CONTROLS}
           FROM picked p GROUP BY 1) s CROSS JOIN ctl c
     WHERE c.rate IS NOT NULL
     ON CONFLICT (queue, key) DO UPDATE
-    SET tat = GREATEST(b.tat, (SELECT t FROM ctl)) + (EXCLUDED.tat - (SELECT t FROM ctl))
+    SET tat = GREATEST(b.tat, (SELECT t FROM ctl)) + (EXCLUDED.tat - (SELECT t FROM ctl)){shared}
 )
 {_CLAIMED},
           set_config('{_TAKEN_NAME}', ({_TAKEN} + 1)::text, true)"""
+
+
+_CLAIM_CONTROLLED = _claim_controlled_sql(fair=False)
+_CLAIM_SHARED = _claim_controlled_sql(fair=True)
 
 # Prepared, the controlled claim would get a generic plan after five executions (its LIMITs
 # are subqueries, so that plan looks no dearer); one made from the statistics of an empty table
@@ -842,10 +898,18 @@ def _controlled_params(
         "rate": c.rate,
         "burst": c.burst,
         "by_key": c.rate_per_key,
-        "after": q.after_key or "",
+        "after": "" if c.fair else q.after_key or "",  # fair: every key lines up by pass
         "lock": f"pgjobs.queue:{q.name}",
         "keyless_scan": KEYLESS_SCAN if c.key else None,
+        "weights": json.dumps(c.fair_weights),
+        "weight": c.default_weight,
+        "fair": c.fair is not None,
     }
+
+
+def _claim_sql(params: dict[str, Any]) -> str:
+    """The claim of a queue with fair-share weights, or the plain controlled claim."""
+    return _CLAIM_SHARED if params["fair"] else _CLAIM_CONTROLLED
 
 
 Got = tuple[list[ClaimedRow], Any]  # a queue's claimed rows and its next start (seconds)
@@ -854,7 +918,7 @@ Got = tuple[list[ClaimedRow], Any]  # a queue's claimed rows and its next start 
 def _controlled_one(cur: Any, params: dict[str, Any]) -> Got:
     """A queue's lock, claim and next start, a statement each, in the caller's transaction."""
     cur.execute(_QUEUE_LOCK, params)
-    cur.execute(_CLAIM_CONTROLLED, params)
+    cur.execute(_claim_sql(params), params)
     rows = _rows(cur)
     cur.execute(_NEXT_START, params)
     return rows, cur.fetchone()[0]
@@ -878,7 +942,7 @@ def _controlled_pipelined(
             lock.execute(_CUSTOM_PLANS)
         for p, claim_cur, start_cur in zip(params, claims, starts, strict=True):
             lock.execute(_QUEUE_LOCK, p)
-            claim_cur.execute(_CLAIM_CONTROLLED, p)
+            claim_cur.execute(_claim_sql(p), p)
             start_cur.execute(_NEXT_START, p)
     written = _written(fin.fetchall(), alias) if completions else set()
     got = [(_rows(c), s.fetchone()[0]) for c, s in zip(claims, starts, strict=True)]
@@ -893,7 +957,7 @@ def _controlled_simple(
     with db.cursor(alias) as cur:
         parts = [cur.mogrify(finalize_sql(), _finalize_params(completions))] if completions else []
         for p in params:
-            parts += [cur.mogrify(q, p) for q in (_QUEUE_LOCK, _CLAIM_CONTROLLED, _NEXT_START)]
+            parts += [cur.mogrify(q, p) for q in (_QUEUE_LOCK, _claim_sql(p), _NEXT_START)]
         cur.execute(";\n".join(parts))
         finalized: list[tuple[Any, ...]] = []
         if completions:

@@ -302,8 +302,8 @@ def test_list_shows_limits_rate_and_what_holds_jobs_back(queues):
     claim("crm")
     claim("api")
     lines = {line.split()[0]: line for line in run("list").splitlines()}
-    assert lines["crm"].split()[3:] == ["1", "-", "2", "0", "2", "2", "key"], lines["crm"]
-    assert lines["api"].split()[3:] == ["-", "1/h+2", "3", "0", "2", "3", "rate"], lines["api"]
+    assert lines["crm"].split()[3:] == ["1", "-", "2", "0", "2", "2", "-", "key"], lines["crm"]
+    assert lines["api"].split()[3:] == ["-", "1/h+2", "3", "0", "2", "3", "-", "rate"], lines["api"]
 
 
 def test_dashboard_and_queue_page_show_flow_controls_and_why_jobs_wait(queues, admin_client):

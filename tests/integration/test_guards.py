@@ -362,3 +362,42 @@ def test_the_controlled_claim_never_walks_a_throttled_backlog(settings):
         f"the controlled claim read {hits} blocks: it walks a held key's backlog. Keep the loose "
         "index scan over (queue, flow_key) lazy (no sort or join that reads every key first)"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_fair_claim_reads_each_keys_head_not_its_backlog(settings):
+    """Fair share lines every key with due work up by pass: 50,000 due jobs of one key and
+    1,000 other keys, the claim visits each key's head through pgjobs_job_flow_pending_idx
+    (one probe per key), never a key's backlog nor the other queues' jobs."""
+    from django.db import connection, transaction
+
+    from django_pgjobs import flow, queries
+
+    settings.PGJOBS = {
+        **settings.PGJOBS,
+        "QUEUES": {"crm": {"key": "config.c", "fair": {"default": 1, "a": 3}}},
+    }
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, flow_key) "
+        "SELECT 'test.noop', 'crm', 'a' FROM generate_series(1, 50000)"
+    )
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, flow_key) "
+        "SELECT 'test.noop', 'crm', 'k' || i FROM generate_series(1, 1000) i"
+    )
+    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
+    sql("ANALYZE pgjobs_job")
+    params = queries._controlled_params(
+        queries.ControlledQueue("crm", flow.queues()["crm"]), "w", ["test.noop"], 8, 30
+    )
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries._CLAIM_SHARED, params)
+        plan = cur.fetchone()[0][0]
+        transaction.set_rollback(True)
+    text = str(plan)
+    hits = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+    assert "pgjobs_job_flow_pending_idx" in text and "Seq Scan" not in text, text[:3000]
+    assert hits < 12_000, (
+        f"the fair claim read {hits} blocks for 1,001 keys: it walks a key's backlog. Keep the "
+        "loose index scan over (queue, flow_key): one probe per key with due work"
+    )

@@ -127,6 +127,11 @@ CHECKED_NAMES = {
     ("queries.py", "j"): "_claimable()'s column prefix: '' or 'j.', a literal at every call",
     ("queries.py", "types"): "_claimable()'s parameter name, a literal at every call",
     ("queries.py", "tat"): "tokens_sql()'s column: a literal or the constant _KEY_TAT",
+    **{
+        ("queries.py", part): "_claim_controlled_sql(): a literal of _FAIR_PARTS, or ''"
+        for part in ("vt", "line_cols", "line_vals", "line_order", "key_vp", "keyless_vp")
+        + ("picked_vp", "pick_order", "shared")
+    },
 }
 # Functions composing SQL from literals; a call to one is allowed when its arguments are literals,
 # module constants or calls to these (the test above checks their own f-strings).

@@ -1,4 +1,4 @@
-"""PGJOBS["QUEUES"]: what a declaration means and the checks that refuse bad ones (E040-E048)."""
+"""PGJOBS["QUEUES"]: what a declaration means and the checks that refuse bad ones (E040-E048, E054-E055)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,14 @@ def ids(declared):
         ({"q": {"concurrency": True}}, "pgjobs.E041"),
         ({"q": {"rate_per_key": "yes", "rate": 1}}, "pgjobs.E046"),
         ({"q": {"ratee": 1}}, "pgjobs.E040"),
+        ({"q": {"key": "config.c", "fair": {"default": 0}}}, "pgjobs.E054"),
+        ({"q": {"key": "config.c", "fair": {"acme": -3}}}, "pgjobs.E054"),
+        ({"q": {"key": "config.c", "fair": {"acme": "3"}}}, "pgjobs.E054"),
+        ({"q": {"key": "config.c", "fair": {"acme": True}}}, "pgjobs.E054"),
+        ({"q": {"key": "config.c", "fair": {"acme": float("nan")}}}, "pgjobs.E054"),
+        ({"q": {"key": "config.c", "fair": {}}}, "pgjobs.E054"),
+        ({"q": {"key": "config.c", "fair": 3}}, "pgjobs.E054"),
+        ({"q": {"fair": {"default": 1, "acme": 3}}}, "pgjobs.E055"),
         ({"bad name!": {"rate": 1}}, "pgjobs.E048"),
         ({"q": 3}, "pgjobs.E048"),
         (["q"], "pgjobs.E048"),
@@ -56,6 +64,14 @@ def test_bad_declarations_are_refused_by_a_numbered_check(declared, check_id):
 
 def test_good_declarations_pass():
     assert ids({"crm": {"concurrency": 20, "per_key": 1, "rate": "10/s", "key": "config.c"}}) == []
+    assert ids({"crm": {"key": "config.c", "fair": {"default": 1, "acme": 3, "b": 0.5}}}) == []
+
+
+def test_fair_weights_make_a_controlled_queue():
+    f = flow.parse_queue({"key": "config.c", "fair": {"acme": 3, "default": 2}})
+    assert f.controlled
+    assert (f.fair_weights, f.default_weight) == ({"acme": 3.0}, 2.0)
+    assert flow.parse_queue({"key": "config.c", "fair": {"acme": 3}}).default_weight == 1.0
 
 
 def test_a_key_path_reads_the_config():

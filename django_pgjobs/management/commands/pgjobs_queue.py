@@ -119,7 +119,7 @@ class Command(PgjobsCommand):
         width = max(5, *(len(r.name) for r in rows))
         self.stdout.write(
             f"{'QUEUE':<{width}}  {'STATE':<7}  {'LIMIT':>5}  {'PER_KEY':>7}  {'RATE':>12}  "
-            f"{'DUE':>8}  {'LATER':>8}  {'RUNNING':>7}  {'HELD':>6}  WHY"
+            f"{'DUE':>8}  {'LATER':>8}  {'RUNNING':>7}  {'HELD':>6}  {'FAIR':<16}  WHY"
         )
         declared = flow.queues()
         for r in rows:
@@ -139,7 +139,8 @@ class Command(PgjobsCommand):
                 f"{r.name:<{width}}  {'paused' if r.paused else 'open':<7}  "
                 f"{'-' if cap is None else cap:>5}  {'-' if per_key is None else per_key:>7}  "
                 f"{rate_text:>12}  {r.due:>8}  {r.scheduled:>8}  {r.running:>7}  "
-                f"{held.held if held else 0:>6}  {held.why if held else ''}"
+                f"{held.held if held else 0:>6}  {flow.fair_text(d.fair):<16}  "
+                f"{held.why if held else ''}"
             )
 
 
