@@ -606,10 +606,14 @@ WITH RECURSIVE ctl AS ({CONTROLS}
            END AS n,
            CASE WHEN c.rate IS NOT NULL AND c.by_key THEN {tokens_sql("b.tat")} END AS keyless
     FROM ctl c LEFT JOIN {RATE_TABLE} b ON b.queue = %(queue)s AND b.key = ''{vt}
-), keys(k) AS (
-    (SELECT flow_key FROM {T}
-     WHERE {_due()} AND flow_key IS NOT NULL AND flow_key > %(after)s
-     ORDER BY flow_key LIMIT 1)
+), keys(k) AS (  -- the keys after the cursor; none left: from the first key again
+    SELECT COALESCE(
+        (SELECT flow_key FROM {T}
+         WHERE {_due()} AND flow_key IS NOT NULL AND flow_key > %(after)s
+         ORDER BY flow_key LIMIT 1),
+        (SELECT flow_key FROM {T}
+         WHERE {_due()} AND flow_key IS NOT NULL AND %(after)s <> ''
+         ORDER BY flow_key LIMIT 1))
     UNION ALL
     SELECT (SELECT j.flow_key FROM {T} j
             WHERE {_due("j.")} AND j.flow_key IS NOT NULL AND j.flow_key > keys.k

@@ -111,6 +111,14 @@ def test_keys_take_turns_within_the_threads(queues):
     assert [r.flow_key for r in second][0] == "c"
 
 
+def test_a_cursor_past_the_last_key_starts_again_from_the_first(queues):
+    """The claim after a full one (its cursor on the last key) serves the keys from the first."""
+    queues(crm={"concurrency": 10, "key": "config.c"})
+    enqueue_many("test.noop", [{"c": "a"}] * 4 + [{"c": "b"}] * 4, queue="crm")
+    assert sorted(r.flow_key for r in claim(limit=2, after="b").rows) == ["a", "b"]
+    assert sorted(r.flow_key for r in claim(limit=8, after="zz").rows) == ["a"] * 3 + ["b"] * 3
+
+
 def test_rate_allows_burst_then_one_start_per_period(queues):
     queues(crm={"rate": "2/s", "burst": 3})
     enqueue_many("test.noop", [{}] * 10, queue="crm")
