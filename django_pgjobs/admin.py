@@ -30,7 +30,13 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Left, Now, Right
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -41,6 +47,7 @@ from . import (
     admin_audit,
     admin_counts,
     admin_detail,
+    admin_workflow,
     conf,
     dashboard,
     operations,
@@ -63,7 +70,7 @@ from .admin_format import (  # noqa: F401 - redact, error_summary: importable fr
     took_ms,
     when,
 )
-from .models import Dashboard, Job
+from .models import Dashboard, Job, Workflow
 from .sql import queues, rollups
 from .status import TERMINAL_STATUSES, JobStatus
 from .tables import JOB_TABLE
@@ -534,6 +541,8 @@ class JobAdmin(admin.ModelAdmin):
             ("cancel requested", "yes" if obj.cancel_requested else "no"),
         ]
         rows[1:1] = self._state_rows(obj, now)
+        if obj.workflow_id is not None:
+            rows.insert(1, ("workflow", self._workflow_link(obj, obj.workflow_id)))
         return format_html(
             '<table class="pgjobs-kv">{}</table>',
             format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows),
@@ -550,6 +559,23 @@ class JobAdmin(admin.ModelAdmin):
             wait = waits.reason(obj, waits.queue_states([obj.queue]).get(obj.queue), now)
             return [("waiting", wait)] if wait else []
         return []
+
+    def _workflow_link(self, obj: Job, workflow_id: int) -> SafeString:
+        """The job's workflow (its page) and step; what it still waits for while WAITING."""
+        name = Workflow.objects.filter(pk=workflow_id).values_list("name", flat=True).first()
+        waits_for = (
+            f" · waits for {obj.deps_open} dependenc{'y' if obj.deps_open == 1 else 'ies'}"
+            if obj.status == JobStatus.WAITING and obj.deps_open
+            else ""
+        )
+        return format_html(
+            '<a href="{}" id="pgjobs-workflow-link">{} #{}</a> · step {}{}',
+            reverse("admin:django_pgjobs_workflow", args=[workflow_id]),
+            name if name is not None else "workflow",
+            workflow_id,
+            breakable(obj.step or "–"),
+            waits_for,
+        )
 
     @admin.display(description="Config (secrets redacted)")
     def config_pretty(self, obj: Job) -> SafeString:
@@ -597,7 +623,41 @@ class JobAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         extra = dict(extra_context or {})
         extra["pgjobs_tabs"] = self._tabs(request)
+        chosen = request.GET.get("workflow", "")
+        if chosen.isdigit():
+            extra["pgjobs_workflow_url"] = reverse("admin:django_pgjobs_workflow", args=[chosen])
         return super().changelist_view(request, extra)
+
+    # --- a workflow's page (its steps and their graph; admin_workflow.py) -----------------------
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view
+        return [
+            path(
+                "workflow/<int:workflow_id>/",
+                view(self.workflow_view),
+                name="django_pgjobs_workflow",
+            ),
+            *super().get_urls(),
+        ]
+
+    def workflow_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        wf = Workflow.objects.filter(pk=workflow_id).first()
+        if wf is None:
+            raise Http404(f"no workflow #{workflow_id}")
+        data = admin_workflow.page(wf)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Workflow {wf.name} #{wf.pk}",
+            "opts": self.model._meta,
+            "page": data,
+            "ol_breadcrumbs": django.VERSION >= (6, 0),
+            "changelist_url": reverse("admin:django_pgjobs_job_changelist"),
+            "refresh": RUNNING_PAGE_REFRESH if data["state"] == "running" else 0,
+        }
+        return TemplateResponse(request, "admin/django_pgjobs/workflow.html", context)
 
     def _tabs(self, request: HttpRequest) -> list[dict[str, Any]]:
         """State tabs: the list's other filters kept, counts over the whole table."""

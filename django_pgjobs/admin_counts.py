@@ -24,6 +24,7 @@ INDEXED = frozenset({"PENDING", "RUNNING", "FAILED", "COMPLETED_WITH_ERRORS", "C
 SCAN_UP_TO_ROWS = 1_000_000
 
 TABS = (  # (state parameter, label, SQL condition)
+    ("WAITING", "Waiting", f"status = {sql_literal(JobStatus.WAITING)}"),
     ("PENDING", "Pending", f"status = {sql_literal(JobStatus.PENDING)}"),
     ("RUNNING", "Running", f"status = {sql_literal(JobStatus.RUNNING)}"),
     ("FAILED", "Failed", f"status = {sql_literal(JobStatus.FAILED)}"),
@@ -80,21 +81,29 @@ def estimates(cur: Any) -> tuple[float, dict[str, float]]:
 def state_tabs(using: str | None = None) -> list[Tab]:
     with db.cursor(using or conf.get("DATABASE")) as cur:
         total, by_status = estimates(cur)
-        tabs = []
-        for state, label, cond in TABS:
-            guess = by_status.get(state)
-            if (guess is not None and guess > 4 * EXACT_UP_TO) or (
-                state not in INDEXED and total > SCAN_UP_TO_ROWS
-            ):
-                tabs.append(Tab(state, label, int(guess or 0), True))
-                continue
-            cur.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {JOB_TABLE} WHERE {cond} LIMIT %s) c",
-                [EXACT_UP_TO + 1],
-            )
-            n = cur.fetchone()[0]
-            if n > EXACT_UP_TO:
-                tabs.append(Tab(state, label, max(int(guess or 0), n), True))
-            else:
-                tabs.append(Tab(state, label, n, False))
-        return tabs
+        return [_tab(cur, total, by_status, *t) for t in TABS]
+
+
+def state_count(state: str, using: str | None = None) -> Tab:
+    """One state's count, as its tab shows it (the dashboard's waiting jobs)."""
+    with db.cursor(using or conf.get("DATABASE")) as cur:
+        total, by_status = estimates(cur)
+        return _tab(cur, total, by_status, *next(t for t in TABS if t[0] == state))
+
+
+def _tab(
+    cur: Any, total: float, by_status: dict[str, float], state: str, label: str, cond: str
+) -> Tab:
+    guess = by_status.get(state)
+    if (guess is not None and guess > 4 * EXACT_UP_TO) or (
+        state not in INDEXED and total > SCAN_UP_TO_ROWS
+    ):
+        return Tab(state, label, int(guess or 0), True)
+    cur.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM {JOB_TABLE} WHERE {cond} LIMIT %s) c",
+        [EXACT_UP_TO + 1],
+    )
+    n = cur.fetchone()[0]
+    if n > EXACT_UP_TO:
+        return Tab(state, label, max(int(guess or 0), n), True)
+    return Tab(state, label, n, False)

@@ -154,6 +154,7 @@ def derived_status(job: Job, now: Any = None) -> str:
 
 # Badge colours with white text at a contrast of at least 4.5:1 (WCAG AA), light and dark mode.
 STATUS_COLORS = {
+    "WAITING": "#3f6f78",
     "PENDING": "#5f6b75",
     "scheduled": "#4a6b9c",
     "retrying": "#a85d00",

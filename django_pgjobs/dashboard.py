@@ -15,9 +15,20 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from . import __version__, charts, dashboard_queries, flow, health_checks, registry, rollup, stats
+from . import (
+    __version__,
+    admin_counts,
+    charts,
+    dashboard_queries,
+    flow,
+    health_checks,
+    registry,
+    rollup,
+    stats,
+)
 from .admin_format import span
-from .sql import queues, rollups
+from .sql import queues, rollups, workflow_admin
+from .status import JobStatus
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
 
@@ -80,6 +91,18 @@ def build(
         },
         "queue_depth": {q: [[t.isoformat(), v] for t, v in pts] for q, pts in depth.items()},
         "health": health_checks.summary(using=using),
+        "workflows": _workflows(hours, using),
+    }
+
+
+def _workflows(hours: int, using: str | None) -> dict[str, Any]:
+    """Workflows with a running job, with a job failed in the window; WAITING jobs (exact up
+    to admin_counts.EXACT_UP_TO, else estimated, as the job list's tab)."""
+    waiting = admin_counts.state_count(JobStatus.WAITING, using)
+    return {
+        **workflow_admin.dashboard_counts(hours, using),
+        "waiting_jobs": waiting.count,
+        "estimated": waiting.estimated,
     }
 
 

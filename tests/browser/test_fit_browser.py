@@ -16,7 +16,7 @@ from django.urls import reverse
 from django_pgjobs import rollup
 from django_pgjobs.sql import queues, rollups
 from tests.browser.conftest import SHOTS
-from tests.browser.test_pages_browser import CHECKS, login
+from tests.browser.test_pages_browser import CHECKS, login, seed_workflow
 from tests.conftest import sql
 from tests.support.admin import make_job
 from tests.support.schedules import entry, schedules  # noqa: F401
@@ -155,7 +155,12 @@ def seed(schedules) -> dict[str, int]:  # noqa: F811
     from django_pgjobs.scheduler import enqueue_due
 
     enqueue_due(now=now)
-    return {"failed": failed.id, "running": running.id, "retried": retried.id}
+    return {
+        "workflow": seed_workflow(),
+        "failed": failed.id,
+        "running": running.id,
+        "retried": retried.id,
+    }
 
 
 NO_CUT = [
@@ -189,6 +194,7 @@ def pages(ids: dict[str, int]) -> list[tuple[str, str]]:
         ("job-retried", f"{job}{ids['retried']}/change/"),
         ("queues", reverse("admin:django_pgjobs_queue_changelist")),
         ("schedules", reverse("admin:django_pgjobs_schedule_changelist")),
+        ("workflow", reverse("admin:django_pgjobs_workflow", args=[ids["workflow"]])),
         ("history", f"{job}{ids['failed']}/history/"),
     ]
 

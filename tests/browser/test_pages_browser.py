@@ -15,7 +15,7 @@ from django_pgjobs.scheduler import enqueue_due
 from django_pgjobs.sql import queues, rollups
 from tests.browser.conftest import SHOTS
 from tests.conftest import sql
-from tests.support.admin import make_job
+from tests.support.admin import make_job, make_workflow
 from tests.support.schedules import clean_decorators, entry, schedules, utc  # noqa: F401
 
 UTC = timezone.utc  # datetime.UTC is Python >= 3.11
@@ -83,7 +83,43 @@ def seed(schedules) -> dict[str, int]:  # noqa: F811
     )
     schedules(nightly=entry(cron="0 3 * * *", timezone="Europe/Paris"))
     enqueue_due(now=utc(2030, 1, 7, 12, 0))
-    return {"failed": failed.id, "running": running.id, "partial": partial.id}
+    return {
+        "workflow": seed_workflow(),
+        "failed": failed.id,
+        "running": running.id,
+        "partial": partial.id,
+    }
+
+
+def seed_workflow() -> int:
+    """A workflow as an operator meets it: long step names, a group of 40 with failures, steps
+    still waiting, two steps at one depth."""
+    from django_pgjobs.models import Job
+
+    wf = make_workflow(
+        "nightly-import-of-every-marketplace-order-file",
+        (
+            ("fetch_orders_from_every_marketplace", 1, (), "COMPLETED"),
+            (
+                "parse_order_files_of_each_tenant",
+                40,
+                ("fetch_orders_from_every_marketplace",),
+                "COMPLETED",
+            ),
+            ("validate_totals", 1, ("fetch_orders_from_every_marketplace",), "COMPLETED"),
+            (
+                "report_monthly_revenue_per_tenant_and_region",
+                1,
+                ("parse_order_files_of_each_tenant", "validate_totals"),
+                "WAITING",
+            ),
+            ("notify", 1, ("report_monthly_revenue_per_tenant_and_region",), "WAITING"),
+        ),
+    )
+    Job.objects.filter(
+        workflow_id=wf, step="parse_order_files_of_each_tenant", config__part__lt=3
+    ).update(status="FAILED", error=LONG, result={})
+    return wf
 
 
 def pages(ids: dict[str, int]) -> list[tuple[str, str]]:
@@ -97,6 +133,7 @@ def pages(ids: dict[str, int]) -> list[tuple[str, str]]:
         ("job-item-errors", f"{job}{ids['partial']}/change/"),
         ("queues", reverse("admin:django_pgjobs_queue_changelist")),
         ("schedules", reverse("admin:django_pgjobs_schedule_changelist")),
+        ("workflow", reverse("admin:django_pgjobs_workflow", args=[ids["workflow"]])),
     ]
 
 

@@ -20,6 +20,11 @@ TRACEBACK = (
 
 
 def make_job(status: str = "PENDING", **fields: Any) -> Job:
+    return Job.objects.create(**job_values(status, **fields))
+
+
+def job_values(status: str = "PENDING", **fields: Any) -> dict[str, Any]:
+    """A job row's fields in ``status`` (the times, lease and error that status has)."""
     now = timezone.now()
     values: dict[str, Any] = {
         "type": "test.behave",
@@ -47,7 +52,7 @@ def make_job(status: str = "PENDING", **fields: Any) -> Job:
     if status == "FAILED":
         values.update(error=TRACEBACK, attempts=3)
     values.update(fields)
-    return Job.objects.create(**values)
+    return values
 
 
 def staff_user(username: str, *perms: str) -> User:
@@ -57,3 +62,41 @@ def staff_user(username: str, *perms: str) -> User:
             Permission.objects.get(content_type__app_label="django_pgjobs", codename=codename)
         )
     return User.objects.get(pk=user.pk)  # fresh permission cache
+
+
+def make_workflow(
+    name: str = "import",
+    steps: tuple[tuple[str, int, tuple[str, ...], str], ...] = (),
+    **fields: Any,
+) -> int:
+    """A workflow written directly: ``steps`` are (name, jobs, parent steps, status); every job of
+    a step depends on every job of its parent steps. Returns the workflow's id."""
+    from django_pgjobs.models import Dependency, Workflow
+
+    wf = Workflow.objects.create(name=name, **fields)
+    ids: dict[str, list[int]] = {}
+    for step, n, parents, status in steps:
+        jobs = [
+            Job(
+                **job_values(
+                    status,
+                    type=f"shop.{step}",
+                    config={"part": i},
+                    result={"rows": i} if status == "COMPLETED" else {},
+                    workflow_id=wf.pk,
+                    step=step,
+                    deps_open=sum(len(ids[p]) for p in parents) if status == "WAITING" else 0,
+                    has_dependants=any(step in ps for _, _, ps, _ in steps),
+                )
+            )
+            for i in range(n)
+        ]
+        ids[step] = [j.pk for j in Job.objects.bulk_create(jobs)]
+        edges = [
+            Dependency(parent_id=p, child_id=c, mode="success")
+            for parent in parents
+            for p in ids[parent]
+            for c in ids[step]
+        ]
+        Dependency.objects.bulk_create(edges, batch_size=5000)
+    return wf.pk
