@@ -57,13 +57,14 @@ def test_list_shows_controls_and_job_counts_of_every_queue():
     enqueue("test.echo", queue="default")
     lines = run("list").splitlines()
     assert lines[0].split() == [
-        *("QUEUE", "STATE", "LIMIT", "PER_KEY", "RATE", "DUE", "LATER", "RUNNING", "HELD", "WHY")
+        *("QUEUE", "STATE", "LIMIT", "PER_KEY", "RATE", "DUE", "LATER", "RUNNING", "HELD", "FAIR"),
+        "WHY",
     ]
     table = {line.split()[0]: line.split()[1:] for line in lines[1:]}
     assert table == {  # flow control's columns: tests/integration/test_flow_control.py
-        "default": ["open", "-", "-", "-", "1", "0", "0", "0"],
-        "emails": ["paused", "-", "-", "-", "1", "1", "0", "1", "paused"],
-        "idle": ["open", "3", "-", "-", "0", "0", "0", "0"],
+        "default": ["open", "-", "-", "-", "1", "0", "0", "0", "-"],
+        "emails": ["paused", "-", "-", "-", "1", "1", "0", "1", "-", "paused"],
+        "idle": ["open", "3", "-", "-", "0", "0", "0", "0", "-"],
     }
 
 
