@@ -3,12 +3,15 @@
     DATABASE_URL=postgres://root@127.0.0.1:5432/pgjobs_bench_wf PYTHONPATH=$PWD \\
         .venv/bin/python bench/workflows.py [--n 10000] [--rounds 5] [--workers 4]
 
-1. finalize of plain jobs (batches of 50): today's statement with its fan-in CTEs vs the
-   statement before workflows (rebuilt here from the same text, without them): a plain job
-   must not pay for workflows;
+1. finalize of plain jobs (batches of 50): the statement the finalize chooses for a batch
+   without dependants, and the one with the fan-in CTEs (a batch with some), vs the statement
+   before workflows (rebuilt here from the same text, without them): a plain job must not pay
+   for workflows;
 2. enqueue of an N-member group + callback (Workflow) vs enqueue_many of N;
 3. drain of an N-member group + callback by ``--workers`` real ``runjobs --burst`` vs a plain
-   drain of N, and the callback's start after the last member's finish.
+   drain of N, and the callback's start after the last member's finish;
+4. with ``--before`` (a checkout, e.g. of main): the enqueue phase and a plain drain of N by
+   that checkout's workers and this one's, rounds alternated.
 
 Series alternate round by round (drift falls on both); medians, min-max and ratios go to
 stdout and bench/results/workflows.json. The database is created and migrated if missing, and
@@ -111,13 +114,15 @@ def enqueue_plain(n: int) -> float:
     return time.perf_counter() - start
 
 
-def drain(workers: int) -> float:
+def drain(workers: int, src: Path = ROOT) -> float:
+    """Seconds for ``workers`` ``runjobs --burst`` of the checkout ``src`` to drain the queue."""
     from django.db import connection
 
     env = {**os.environ, "PGJOBS_TEST_DB_NAME": connection.settings_dict["NAME"]}
+    env.pop("PYTHONPATH", None)  # the django_pgjobs of ``src`` (its cwd)
     args = [sys.executable, "-m", "django", "runjobs", "--burst", "--concurrency", "4", "-v", "0"]
     start = time.perf_counter()
-    procs = [subprocess.Popen(args, cwd=ROOT, env=env) for _ in range(workers)]  # noqa: S603
+    procs = [subprocess.Popen(args, cwd=src, env=env) for _ in range(workers)]  # noqa: S603
     for p in procs:
         p.wait()
     elapsed = time.perf_counter() - start
@@ -125,7 +130,7 @@ def drain(workers: int) -> float:
         cur.execute("SELECT count(*) FROM pgjobs_job WHERE status <> 'COMPLETED'")
         left = cur.fetchone()[0]
     if left:  # a burst worker that left before the callback became due: finish it, timed
-        subprocess.run([*args[:3], "runjobs", "--burst", "-v", "0"], cwd=ROOT, env=env, check=True)
+        subprocess.run([*args[:3], "runjobs", "--burst", "-v", "0"], cwd=src, env=env, check=True)
         elapsed = time.perf_counter() - start
     return elapsed
 
@@ -178,6 +183,18 @@ def enqueue_ab(before: str, n: int, rounds: int) -> dict[str, list[float]]:
     return found
 
 
+def drain_ab(before: str, n: int, workers: int, rounds: int) -> dict[str, list[float]]:
+    """Plain drains of ``n`` jobs by the workers of ``before`` (a checkout) and of this one,
+    alternated round by round (A B, B A, ...); the schema is this checkout's (same migrations)."""
+    found: dict[str, list[float]] = {}
+    sides = [("before", Path(before)), ("after", ROOT)]
+    for k in range(rounds):
+        for side, src in sides if k % 2 == 0 else sides[::-1]:
+            enqueue_plain(n)
+            found.setdefault(f"drain plain ({side})", []).append(drain(workers, src))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=10_000)
@@ -197,7 +214,12 @@ def main() -> None:
     enq: dict[str, list[float]] = {"enqueue group + callback": [], "enqueue_many": []}
     drains: dict[str, list[float]] = {"drain group + callback": [], "drain plain": []}
     lags: list[float] = []
-    statements = {"with fan-in (today)": queries.finalize_sql(), "before": plain_finalize_sql()}
+    plain = [queries.Completion(0, "", 0, "COMPLETED", fan_in=False)]
+    statements = {
+        "chosen for plain jobs": queries.finalize_sql(plain),
+        "with fan-in": queries.finalize_sql(),
+        "before": plain_finalize_sql(),
+    }
     for _ in range(opts.rounds):
         for generic, plans in ((True, "generic plan"), (False, "custom plans")):
             for name, values in finalize_round(statements, opts.n, generic).items():
@@ -215,13 +237,14 @@ def main() -> None:
         out[name] = summary(name, values, "s")
     out["callback start after last member finished"] = summary("callback lag", lags, "ms")
     ab = enqueue_ab(opts.before, opts.n, opts.rounds) if opts.before else {}
+    if opts.before:
+        ab.update(drain_ab(opts.before, opts.n, opts.workers, opts.rounds))
     for name, values in ab.items():
         out[name] = summary(name, values, "x" if "/" in name else "s")
     fin_ratio = {
-        f"finalize today / before, {plans} (<= 1.03)": out[
-            f"finalize with fan-in (today), {plans}"
-        ]["median"]
+        f"finalize {name} / before, {plans}{target}": out[f"finalize {name}, {plans}"]["median"]
         / out[f"finalize before, {plans}"]["median"]
+        for name, target in (("chosen for plain jobs", " (<= 1.03)"), ("with fan-in", ""))
         for plans in ("generic plan", "custom plans")
     }
     ratios = {
@@ -235,6 +258,9 @@ def main() -> None:
         ratios["group enqueue / enqueue_many, this checkout over --before"] = (
             out["group throughput / enqueue_many (after)"]["median"]
             / out["group throughput / enqueue_many (before)"]["median"]
+        )
+        ratios["plain drain throughput, this checkout over --before (>= 0.97)"] = (
+            out["drain plain (before)"]["median"] / out["drain plain (after)"]["median"]
         )
     for name, value in ratios.items():
         print(f"{name:54} {value:.3f}")

@@ -42,6 +42,7 @@ class JobContext:
         "item_errors",
         "_progress",
         "_on_progress",
+        "has_dependants",
     )
 
     def __init__(
@@ -61,6 +62,7 @@ class JobContext:
         lease_token: UUID | str,
         cancel_requested: bool = False,
         lease_until: float = math.inf,
+        has_dependants: bool = True,
     ):
         self.id = id
         self.type = type
@@ -82,6 +84,8 @@ class JobContext:
         self._progress: tuple[Any, Any, str | None, float] | None = None  # + time.monotonic()
         # The worker's ProgressWriter.report: writes it later, on the worker's connection.
         self._on_progress: Callable[[JobContext], None] | None = None
+        # Some job waited for this one when it was claimed: its finalize carries the fan-in.
+        self.has_dependants = has_dependants
 
     @property
     def lease_token(self) -> UUID:

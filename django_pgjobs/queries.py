@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -416,7 +416,7 @@ SET status = {RUNNING_SQL},
 WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.type, j.queue, j.priority, j.config::text, j.attempts, j.max_attempts,
           j.trace_id, j.tenant_id, j.lease_token::text, j.created_at, j.cancel_requested,
-          j.flow_key
+          j.flow_key, j.has_dependants
 """
 
 
@@ -708,6 +708,7 @@ class ClaimedRow:
     cancel_requested: bool
     config_error: str | None = None  # the stored config cannot be decoded: fail, never run
     flow_key: str | None = None
+    has_dependants: bool = True  # when claimed: its finalize needs the fan-in
 
 
 def _rows(cur: Any) -> list[ClaimedRow]:
@@ -730,6 +731,7 @@ def _rows(cur: Any) -> list[ClaimedRow]:
                 r[11],
                 config_error,
                 r[12],
+                r[13],
             )
         )
     claimed.sort(key=lambda c: (-c.priority, c.id))
@@ -941,14 +943,14 @@ def _controlled_pipelined(
     starts = [db.prepared_cursor(alias, 3 + 2 * k) for k in range(n)]
     with db.pipeline(conn):
         if completions:
-            fin.execute(finalize_sql(), _finalize_params(completions))
+            fin.execute(finalize_sql(completions), _finalize_params(completions))
         if not db.generic_plans_on(alias):
             lock.execute(_CUSTOM_PLANS)
         for p, claim_cur, start_cur in zip(params, claims, starts, strict=True):
             lock.execute(_QUEUE_LOCK, p)
             claim_cur.execute(_claim_sql(p), p)
             start_cur.execute(_NEXT_START, p)
-    written = _written(fin.fetchall(), alias) if completions else set()
+    written = _written(fin.fetchall(), completions, alias) if completions else set()
     got = [(_rows(c), s.fetchone()[0]) for c, s in zip(claims, starts, strict=True)]
     return written, got
 
@@ -959,7 +961,8 @@ def _controlled_simple(
     """finalize_and_claim_controlled as one multi-statement query (each statement bound on
     the client), one implicit transaction: the locks are held to its end."""
     with db.cursor(alias) as cur:
-        parts = [cur.mogrify(finalize_sql(), _finalize_params(completions))] if completions else []
+        fin = finalize_sql(completions)
+        parts = [cur.mogrify(fin, _finalize_params(completions))] if completions else []
         for p in params:
             parts += [cur.mogrify(q, p) for q in (_QUEUE_LOCK, _claim_sql(p), _NEXT_START)]
         cur.execute(";\n".join(parts))
@@ -974,7 +977,9 @@ def _controlled_simple(
             cur.nextset()
             got.append((rows, cur.fetchone()[0]))
             cur.nextset()
-    return _written(finalized, alias), got  # every result read: the fan-in's next query may run
+    return _written(
+        finalized, completions, alias
+    ), got  # every result read: the fan-in's next query may run
 
 
 def claim_limited(
@@ -1175,14 +1180,15 @@ def repair_open_edges(limit: int = 1000, using: str | None = None) -> int:
 # repeat the status test, which could steer the planner to the partial lease index (a hash join
 # over its dead entries; docs/performance.md). The LIMIT tells the planner how many completions
 # there are, so the join stays a nested loop over the primary key (test_guards.py checks it).
-_FINALIZE = f"""
-WITH v AS (
+_COMPLETIONS = """
     SELECT * FROM jsonb_to_recordset(%(completions)s::jsonb) AS v(
         id bigint, token uuid, attempt int, status text, result jsonb, error text,
         duration_ms bigint, delay double precision, run_at timestamptz, note text,
         progress jsonb)
-    LIMIT %(n_completions)s
-), fin AS (
+    LIMIT %(n_completions)s"""
+
+# The fenced UPDATE of every finalize (its SET and WHERE), over the completions `v`.
+_FINALIZED = f"""
 UPDATE {T} j
 SET status = v.status,
     result = CASE WHEN v.result IS NULL THEN j.result ELSE j.result || v.result END,
@@ -1201,12 +1207,26 @@ SET status = v.status,
     lease_expires_at = NULL,
     updated_at = now()
 FROM v
-WHERE j.id = v.id AND j.lease_token = v.token AND j.attempts = v.attempt
+WHERE j.id = v.id AND j.lease_token = v.token AND j.attempts = v.attempt"""
+
+# With fan-in: for a batch where some job had dependants when claimed.
+_FINALIZE = f"""
+WITH v AS ({_COMPLETIONS}
+), fin AS ({_FINALIZED}
 RETURNING j.id, j.status, j.step, j.has_dependants
 ), ended AS (  -- a retry (PENDING) resolves nothing
     SELECT id, status, step FROM fin WHERE has_dependants AND status <> {PENDING_SQL}
 ), {_FAN_IN}
 SELECT id, (SELECT ids FROM cascade), (SELECT count(*) FROM wake) FROM fin
+"""
+
+# Without fan-in: for a batch where no job had dependants when claimed, planned at a third of
+# the cost (docs/performance.md). Fenced on has_dependants too: a job that gained dependants
+# since its claim is left RUNNING here, and finalized by _FINALIZE next (_written).
+_FINALIZE_PLAIN = f"""
+WITH v AS ({_COMPLETIONS}
+){_FINALIZED} AND NOT j.has_dependants
+RETURNING j.id
 """
 
 
@@ -1226,6 +1246,9 @@ class Completion:
     note: str | None = None
     progress: dict[str, Any] | None = None  # the last progress reported (progress.record)
     written: bool = False  # already recorded in the handler's own transaction
+    # False: the job had no dependants when claimed, its finalize tries the statement without
+    # fan-in first (the fence on has_dependants decides, this only chooses the statement).
+    fan_in: bool = True
 
     def as_record(self) -> dict[str, Any]:
         return {
@@ -1252,8 +1275,8 @@ def finalize(completions: Sequence[Completion], using: str | None = None) -> set
     if not completions:
         return set()
     cur = db.prepared_cursor(using)
-    cur.execute(finalize_sql(), _finalize_params(completions))
-    return _written(cur.fetchall(), using)
+    cur.execute(finalize_sql(completions), _finalize_params(completions))
+    return _written(cur.fetchall(), completions, using)
 
 
 @functools.cache
@@ -1261,8 +1284,11 @@ def _finalize_sql(channel: str) -> str:
     return _fan_in_sql(_FINALIZE, channel)
 
 
-def finalize_sql() -> str:
-    """The finalize statement (with its fan-in) for PGJOBS["NOTIFY_CHANNEL"]."""
+def finalize_sql(completions: Sequence[Completion] = ()) -> str:
+    """The finalize statement for ``completions``: without fan-in when none of their jobs had
+    dependants when claimed, else with it (for PGJOBS["NOTIFY_CHANNEL"]); no argument: with."""
+    if completions and not any(c.fan_in for c in completions):
+        return _FINALIZE_PLAIN
     return _finalize_sql(conf.get("NOTIFY_CHANNEL"))
 
 
@@ -1274,12 +1300,20 @@ def _finalize_params(completions: Sequence[Completion]) -> dict[str, Any]:
     }
 
 
-def _written(rows: Sequence[tuple[Any, ...]], using: str | None) -> set[int]:
-    """The ids a fan-in statement wrote (first column); the children it cancelled that have
-    dependants of their own (second column, the same on every row) are resolved next."""
-    if rows and rows[0][1]:
+def _written(
+    rows: Sequence[tuple[Any, ...]], completions: Sequence[Completion], using: str | None
+) -> set[int]:
+    """The ids the finalize of ``completions`` wrote (first column). After the fan-in: the
+    children it cancelled that have dependants of their own (second column, the same on every
+    row) are resolved next. After the statement without: the jobs it left (lease lost, or
+    dependants gained while running) are tried again with the fan-in."""
+    written = {r[0] for r in rows}
+    if rows and len(rows[0]) > 1 and rows[0][1]:
         resolve_ended(rows[0][1], using=using)
-    return {r[0] for r in rows}
+    elif len(written) < len(completions) and not any(c.fan_in for c in completions):
+        left = [replace(c, fan_in=True) for c in completions if c.id not in written]
+        written |= finalize(left, using=using)
+    return written
 
 
 def _completion_json(c: Completion) -> str:
@@ -1335,17 +1369,17 @@ def finalize_and_claim(
         conn = connections[alias]
         fin, cl = db.prepared_cursor(alias, 0), db.prepared_cursor(alias, 1)
         with db.pipeline(conn):
-            fin.execute(finalize_sql(), _finalize_params(completions))
+            fin.execute(finalize_sql(completions), _finalize_params(completions))
             cl.execute(_CLAIM, _claim_params(**claim_args))  # fair: never pipelined
         finalized, claimed = fin.fetchall(), _rows(cl)
-        return _written(finalized, alias), claimed
+        return _written(finalized, completions, alias), claimed
     params = {**_claim_params(**claim_args), **_finalize_params(completions)}
     with db.cursor(alias) as cur:
-        cur.execute(finalize_sql() + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
+        cur.execute(finalize_sql(completions) + ";\n" + (_CLAIM_FAIR if fair else _CLAIM), params)
         finalized = cur.fetchall()
         cur.nextset()
         claimed = _rows(cur)
-    return _written(finalized, alias), claimed
+    return _written(finalized, completions, alias), claimed
 
 
 # --- leases ------------------------------------------------------------------------------------

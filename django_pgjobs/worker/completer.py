@@ -126,6 +126,7 @@ class Completer:
                 status=JobStatus.FAILED,
                 duration_ms=c.duration_ms,
                 note="failed",
+                fan_in=c.fan_in,
                 error=(
                     f"the worker could not store this run's outcome ({_one_line(exc)}); "
                     f"the outcome was {c.status}: {outcome}"

@@ -159,6 +159,7 @@ def outcome_of_return(job: JobContext, value: Any, duration_ms: int) -> Completi
         status="",
         duration_ms=duration_ms,
         progress=job.progress_record(),
+        fan_in=job.has_dependants,
     )
     if bad_result is not None:
         done.status = JobStatus.FAILED
@@ -188,6 +189,7 @@ def outcome_of_error(
         run_at=decision.run_at,
         note=decision.note,
         progress=job.progress_record(),
+        fan_in=job.has_dependants,
     )
 
 

@@ -212,6 +212,7 @@ class Producer:
                         status=JobStatus.FAILED,
                         error=row.config_error,
                         note="failed",
+                        fan_in=row.has_dependants,
                     ),
                 )
             elif self.aio is not None and item.spec.is_async:
@@ -308,4 +309,5 @@ def job_context(row: ClaimedRow, worker_id: str, lease_until: float) -> JobConte
         lease_token=row.lease_token,
         cancel_requested=row.cancel_requested,
         lease_until=lease_until,
+        has_dependants=row.has_dependants,
     )

@@ -2,6 +2,7 @@
 
 import io
 import re
+from dataclasses import replace
 
 import pytest
 from django.core.management import call_command
@@ -178,8 +179,10 @@ def test_lease_fenced_writes_join_on_the_primary_key_after_a_burst():
         Completion(id=i, token=uuid4(), attempt=1, status=JobStatus.COMPLETED) for i in range(1, 11)
     ]
     leases = [[c.id for c in completions], [str(c.token) for c in completions]]
+    plain = [replace(c, fan_in=False) for c in completions]
     plans = {
         "finalize": (queries.finalize_sql(), queries._finalize_params(completions)),
+        "plain finalize": (queries.finalize_sql(plain), queries._finalize_params(plain)),
         "heartbeat": (queries._HEARTBEAT, [30.0, *leases]),
         "release": (queries._RELEASE, [True, "test", *leases]),
     }
@@ -260,14 +263,16 @@ def test_the_workers_generic_plans_walk_the_same_indexes(history):
     completions = [
         Completion(id=i, token=uuid4(), attempt=1, status=JobStatus.COMPLETED) for i in range(1, 51)
     ]
-    finalize = _explain_generic(
-        "pgjobs_test_finalize",
-        queries.finalize_sql(),
-        {"completions": "text", "n_completions": "integer", "channel": "text"},
-        queries._finalize_params(completions),
-    )
-    assert "pgjobs_job_pkey" in finalize and "Seq Scan on pgjobs_job" not in finalize, finalize
-    assert "pgjobs_job_lease_idx" not in finalize, finalize
+    plain = [replace(c, fan_in=False) for c in completions]
+    for statement in (queries.finalize_sql(), queries.finalize_sql(plain)):  # fan-in or not
+        finalize = _explain_generic(
+            "pgjobs_test_finalize",
+            statement,
+            {"completions": "text", "n_completions": "integer", "channel": "text"},
+            queries._finalize_params(completions),
+        )
+        assert "pgjobs_job_pkey" in finalize and "Seq Scan on pgjobs_job" not in finalize, finalize
+        assert "pgjobs_job_lease_idx" not in finalize, finalize
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,11 +9,11 @@ from datetime import timedelta
 from uuid import uuid4
 
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from django_pgjobs import Batch, InvalidJobOption, Workflow, chain, chord, job, queries
+from django_pgjobs import Batch, InvalidJobOption, Workflow, chain, chord, flow, job, queries
 from django_pgjobs.models import Job
 from django_pgjobs.queries import Completion
 from django_pgjobs.worker.maintenance import reaped_fate
@@ -162,7 +162,8 @@ def test_cancel_resolves_the_edges_of_pending_and_waiting_jobs():
 
 
 def test_a_plain_finalize_does_not_read_the_dependency_table():
-    """Plan guard: a job without dependants ends as before; the edges' scans never run."""
+    """Plan guard: in a batch that needs the fan-in, a job without dependants costs no edge
+    scan (its nodes never execute)."""
     from django_pgjobs import enqueue
 
     chord([("test.echo", {})], ("test.echo", {})).enqueue()  # edges exist, not for this job
@@ -179,6 +180,129 @@ def test_a_plain_finalize_does_not_read_the_dependency_table():
         assert n["Actual Loops"] == 0 or (
             n["Actual Rows"] == 0 and n.get("Shared Hit Blocks", 0) == 0
         ), json.dumps(n)[:2000]
+
+
+class Sent:
+    """The statements sent on the default connection (an execute wrapper)."""
+
+    def __init__(self):
+        self.statements: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        self.statements.append(sql)
+        return execute(sql, params, many, context)
+
+    def naming(self, table):
+        return [s for s in self.statements if table in s]
+
+
+def _plain_paths():
+    """Each finalize path, in each way its statements travel: prepared (one pipeline), not
+    prepared (one multi-statement query), Django's server-side binding (a query each)."""
+    prepared, simple = {"PREPARED_STATEMENTS": True}, {"PREPARED_STATEMENTS": False}
+    ways = [(prepared, None), (simple, None), (simple, "server_binding")]
+    paths = ("finalize_and_claim", "finalize_and_claim_controlled")
+    return [("finalize", prepared, None)] + [(p, *w) for p in paths for w in ways]
+
+
+def _finalize_by(path, completions, using):
+    """``completions`` written by ``path``, with a claim of nothing due (a queue left empty)."""
+    if path == "finalize":
+        return queries.finalize(completions, using=using)
+    if path == "finalize_and_claim":
+        return queries.finalize_and_claim(
+            completions, worker_id="w", types=TYPES, queues=["empty"], limit=5,
+            lease_seconds=30.0, using=using,
+        )[0]  # fmt: skip
+    empty = queries.ControlledQueue("empty", flow.FlowSettings(concurrency=5))
+    return queries.finalize_and_claim_controlled(
+        completions, [empty], worker_id="w", types=TYPES, limit=5, lease_seconds=30.0,
+        using=using,
+    )[0]  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "server_binding"])
+@pytest.mark.parametrize(("path", "pgjobs", "using"), _plain_paths())
+def test_a_batch_of_jobs_without_dependants_ends_without_the_fan_in(path, pgjobs, using):
+    """Plan guard: the worker's finalize of plain jobs (claimed without dependants) never
+    names pgjobs_dependency, prepared or not, alone or with the next claim."""
+    from django_pgjobs import enqueue_many
+
+    chord([("test.echo", {})], ("test.echo", {})).enqueue()  # edges exist, not for these
+    enqueue_many("test.noop", [{}] * 3)
+    with override_settings(PGJOBS=pgjobs):
+        rows = [r for r in claim() if r.type == "test.noop"]
+        assert rows and not any(r.has_dependants for r in rows)
+        completions = [done(r, fan_in=r.has_dependants) for r in rows]
+        sent = Sent()
+        with connections[using or "default"].execute_wrapper(sent):
+            written = _finalize_by(path, completions, using)
+    assert written == {r.id for r in rows}
+    assert sent.statements and not sent.naming("pgjobs_dependency"), sent.statements
+
+
+def test_the_worker_ends_plain_jobs_without_the_fan_in_and_steps_with_it():
+    from django.db import connection
+
+    from django_pgjobs import enqueue_many
+
+    run = chain(("test.echo", {}), ("test.echo", {})).enqueue()
+    enqueue_many("test.noop", [{}] * 5)
+    sent = Sent()
+    with connection.execute_wrapper(sent):
+        run_worker(concurrency=1)
+    assert status(run["2"][0]) == "COMPLETED"
+    assert Job.objects.filter(status="COMPLETED").count() == 7
+    finalizes = [s for s in sent.statements if "jsonb_to_recordset" in s]
+    assert any("pgjobs_dependency" in s for s in finalizes)  # the chain's first step
+    assert any("pgjobs_dependency" not in s for s in finalizes)  # the plain jobs
+
+
+def _gains_a_dependant(parent: int) -> int:
+    """What part 6 of the issue does to an existing job (not yet an API): a WAITING child
+    counting one open edge from ``parent``, which now has dependants. Returns the child."""
+    from django_pgjobs import enqueue
+
+    child = enqueue("test.echo", {}).id
+    sql("UPDATE pgjobs_job SET status = 'WAITING', deps_open = 1 WHERE id = %s", [child])
+    sql("INSERT INTO pgjobs_dependency (parent_id, child_id, mode) VALUES (%s, %s, 'success')",
+        [parent, child])  # fmt: skip
+    sql("UPDATE pgjobs_job SET has_dependants = true WHERE id = %s", [parent])
+    return child
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "server_binding"])
+@pytest.mark.parametrize(("path", "pgjobs", "using"), _plain_paths())
+def test_a_job_that_gained_a_dependant_while_running_still_resolves_its_edge(path, pgjobs, using):
+    """Fan-in cannot be lost: the worker chose the statement without fan-in from the claim
+    (no dependants then); its fence leaves the job, which is finalized with the fan-in."""
+    from django_pgjobs import enqueue
+
+    parent = enqueue("test.noop", {}).id
+    with override_settings(PGJOBS=pgjobs):
+        (row,) = claim()
+        assert not row.has_dependants
+        child = _gains_a_dependant(parent)
+        written = _finalize_by(path, [done(row, fan_in=row.has_dependants)], using)
+    assert written == {parent}
+    assert status(parent) == "COMPLETED"
+    assert counters(child) == ("PENDING", 0, 0)
+    assert sql_one("SELECT outcome FROM pgjobs_dependency WHERE parent_id = %s", [parent]) == (
+        "COMPLETED"
+    )
+    assert not workflow_invariants()
+
+
+def test_a_lost_lease_is_still_refused_after_the_statement_without_fan_in():
+    from django_pgjobs import enqueue
+
+    parent = enqueue("test.noop", {}).id
+    (row,) = claim()
+    child = _gains_a_dependant(parent)
+    stale = Completion(id=row.id, token=uuid4(), attempt=row.attempts, status="COMPLETED",
+                       fan_in=False)  # fmt: skip
+    assert queries.finalize([stale]) == set()
+    assert status(parent) == "RUNNING" and counters(child) == ("WAITING", 1, 0)
 
 
 def _nodes(node):

@@ -24,7 +24,7 @@ ALLOWED = {
     "dependency ends (carried by every statement that ends jobs)",
     "_CANCEL": "operator: cancel pending and waiting jobs",
     "_CLAIMED": "claim: the rows locked by a claim become RUNNING under a fresh lease",
-    "_FINALIZE": "finalize: record how runs we still hold ended",
+    "_FINALIZED": "finalize: record how runs we still hold ended (with or without fan-in)",
     "_HEARTBEAT": "extend the leases we still hold",
     "_PROGRESS": "store the progress of running jobs we hold",
     "_RELEASE": "give held jobs back to the queue (shutdown)",
