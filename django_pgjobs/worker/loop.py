@@ -7,7 +7,7 @@
         run_once()         one step; a step that fails is the guard's (guard.py)
           leases           heartbeat + timeouts when due (leases.py)
           cycle            ONE round trip: write the runs that ended and claim as many jobs
-                           as that frees (producer.py, completer.py); capped queues first
+                           as that frees (cycle.py: producer.py, completer.py)
         waiter.wait()      NOTIFY, enough finished runs (a 2 ms batching window), the poll
                            interval, the next heartbeat, or the guard's rest (waiter.py)
       shutdown()           release unstarted jobs, drain running ones (heartbeating), release
@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable
 
 from .. import conf, health, registry, rollup, signals
-from . import aio, maintenance, pooler, shutdown
+from . import aio, cycle, maintenance, pooler, shutdown
 from .completer import Completer
 from .guard import StepGuard
 from .handoff import Handoff
@@ -175,34 +175,7 @@ class Worker:
 
     def cycle(self) -> int:
         """Write the runs that ended and claim as many jobs as that frees, in one round trip."""
-        o = self.options
-        batch = self.completer.take()
-        free, room = self.producer.room(len(batch))
-        limit = 0 if self.state.is_stopping else min(room, o.batch_size)
-        claimed = 0
-        if limit > 0 and self.producer.limited:  # controlled queues: the ended runs ride along
-            written, rows = self.producer.finalize_and_claim_limited(
-                Completer.to_write(batch), min(free, limit)
-            )
-            self.completer.settle(batch, written)
-            batch = []
-            self.producer.dispatch(rows)
-            claimed = len(rows)
-        unlimited = limit - claimed
-        if o.queues and set(o.queues) <= set(self.producer.limited):
-            unlimited = 0  # every queue of ours is controlled: no unlimited claim to send
-        written, rows = self.producer.finalize_and_claim(Completer.to_write(batch), unlimited)
-        if batch:
-            self.completer.settle(batch, written)
-        self.producer.dispatch(rows)
-        claimed += len(rows)
-        # Claim again at once only if the batch size, not the room, capped this claim.
-        self.producer.last_claim_full = 0 < limit < room and claimed == limit
-        self.waiter.note_held(len(self.slots))
-        if o.inline:
-            for item in self.handoff.take_back():
-                self.runner.run_item(item)
-        return claimed
+        return cycle.cycle(self)
 
     def _done(self) -> bool:
         o = self.options
