@@ -192,6 +192,12 @@ def test_every_relative_link_resolves():
     assert broken == [], "relative links to nothing:\n" + "\n".join(broken)
 
 
+def test_the_performance_design_stays_a_design():
+    """docs/performance.md keeps what is fast and why; dated runs go to bench/results/HISTORY.md."""
+    lines = (ROOT / "docs" / "performance.md").read_text("utf-8").count("\n")
+    assert lines <= 400, f"docs/performance.md has {lines} lines: move dated figures to HISTORY.md"
+
+
 def test_the_checker_finds_broken_references():
     assert problem("worker.loop.maintain") == "does not resolve"
     assert problem("queries.no_such_function()") == "does not resolve"
