@@ -11,6 +11,7 @@ import pytest
 
 from django_pgjobs import Batch, JobStatus, chord
 from django_pgjobs.models import Job
+from django_pgjobs.models import Worker as WorkerRow
 from django_pgjobs.worker.maintenance import Reaper
 from tests.conftest import eventually, sql
 from tests.testapp.models import Execution
@@ -34,6 +35,11 @@ def busy(workers: list) -> object | None:
         if w and w.count(":") >= 2 and w.split(":")[1].isdigit()
     }
     return next((w for w in workers if w.pid in holders), None)
+
+
+def started(worker) -> bool:
+    """The worker wrote its row: its signal handlers are installed (Worker.start comes first)."""
+    return WorkerRow.objects.filter(worker_id__contains=f":{worker.pid}:").exists()
 
 
 def test_group_callbacks_survive_kill_9_of_workers(start_worker, invariants):
@@ -66,6 +72,8 @@ def test_group_callbacks_survive_kill_9_of_workers(start_worker, invariants):
         return settled()
 
     eventually(drained, timeout=180, interval=0.5, message="every workflow settled")
+    for w in workers:  # a replacement still starting has no SIGTERM handler yet: its row says
+        eventually(lambda w=w: started(w), timeout=60, message="the worker started")
     for w in workers:
         w.signal(signal.SIGTERM)
     for w in workers:

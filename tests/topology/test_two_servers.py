@@ -97,6 +97,7 @@ def test_migrate_with_the_router_puts_the_queue_on_its_server_only(queue_server)
             "pgjobs_worker",
             "pgjobs_queue",
             "pgjobs_rate",
+            "pgjobs_share",
             "pgjobs_unique",
             "pgjobs_workflow",
             "pgjobs_dependency",
