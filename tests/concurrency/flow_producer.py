@@ -23,7 +23,13 @@ def produce(tag: str, count: int, debounce: float, key: str) -> list[list[object
     records: list[list[object]] = []
     for n in range(count):
         with transaction.atomic():
-            job = enqueue("test.echo", {"w": tag, "n": n}, debounce=debounce, debounce_key=key)
+            job = enqueue(  # the max wait makes a job due while the producers still write
+                "test.echo",
+                {"w": tag, "n": n},
+                debounce=debounce,
+                debounce_key=key,
+                debounce_max_wait=debounce * 3,
+            )
             with connection.cursor() as cur:
                 cur.execute("SELECT clock_timestamp()")
                 written = cur.fetchone()[0]

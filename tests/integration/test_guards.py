@@ -322,6 +322,15 @@ def test_no_generic_plans_from_the_statistics_of_an_empty_table(monkeypatch):
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"
 
 
+def job_seq_scans(node: dict) -> list[dict]:
+    """The plan's sequential scans of pgjobs_job (a tiny side table may be scanned: pgjobs_rate)."""
+    node = node.get("Plan", node)
+    own = (
+        [node] if node["Node Type"] == "Seq Scan" and node["Relation Name"] == "pgjobs_job" else []
+    )
+    return own + [n for child in node.get("Plans", []) for n in job_seq_scans(child)]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_controlled_claim_never_walks_a_throttled_backlog(settings):
     """50,000 due jobs of one key at its per-key limit, 1,000 other keys: the claim reads each
@@ -362,7 +371,7 @@ def test_the_controlled_claim_never_walks_a_throttled_backlog(settings):
         transaction.set_rollback(True)
     text = str(plan)
     hits = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
-    assert "pgjobs_job_flow_pending_idx" in text and "Seq Scan" not in text, text[:3000]
+    assert "pgjobs_job_flow_pending_idx" in text and not job_seq_scans(plan), text[:3000]
     assert hits < 1500, (
         f"the controlled claim read {hits} blocks: it walks a held key's backlog. Keep the loose "
         "index scan over (queue, flow_key) lazy (no sort or join that reads every key first)"
@@ -401,7 +410,7 @@ def test_the_fair_claim_reads_each_keys_head_not_its_backlog(settings):
         transaction.set_rollback(True)
     text = str(plan)
     hits = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
-    assert "pgjobs_job_flow_pending_idx" in text and "Seq Scan" not in text, text[:3000]
+    assert "pgjobs_job_flow_pending_idx" in text and not job_seq_scans(plan), text[:3000]
     assert hits < 12_000, (
         f"the fair claim read {hits} blocks for 1,001 keys: it walks a key's backlog. Keep the "
         "loose index scan over (queue, flow_key): one probe per key with due work"
