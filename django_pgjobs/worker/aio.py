@@ -20,7 +20,6 @@ that blocks the loop is named by the watchdog (loopwatch.py).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
 import time
@@ -29,7 +28,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .. import registry, signals
-from ..exceptions import Cancelled, Fail, JobTimeout, LeaseLost
+from ..exceptions import Cancelled, JobTimeout, LeaseLost
 from ..tracing import current_job_id, current_trace_id
 from . import executor
 from .completer import send_robust
@@ -339,11 +338,8 @@ def start_for(worker: Any) -> AsyncRuntime | None:
 
 def _not_awaitable(job_type: str, value: Any) -> Any:
     """An async handler that returns an awaitable forgot an ``await``: fail the job, saying so."""
-    if not inspect.isawaitable(value):
-        return value
-    if inspect.iscoroutine(value):
-        value.close()  # never awaited: no RuntimeWarning at exit
-    raise Fail(
+    return executor.refuse_awaitable(
+        value,
         f"the async handler of {job_type!r} returned an awaitable ({type(value).__name__}) "
-        "instead of its result: a missing `await` (write `return await ...`)"
+        "instead of its result: a missing `await` (write `return await ...`)",
     )

@@ -51,15 +51,21 @@ def _call(spec: HandlerSpec, job: JobContext) -> Any:
 
 def _not_awaitable(spec: HandlerSpec, value: Any) -> Any:
     """A sync handler that returns an awaitable is a mistake: fail the job, saying so."""
+    return refuse_awaitable(
+        value,
+        f"the handler of {spec.type!r} is a sync function that returned an awaitable "
+        f"({type(value).__name__}); declare it `async def` so that the worker awaits it "
+        "on its event loop (docs/async.md)",
+    )
+
+
+def refuse_awaitable(value: Any, message: str) -> Any:
+    """``value``, unless it is an awaitable a handler returned by mistake: then Fail(message)."""
     if not inspect.isawaitable(value):
         return value
     if inspect.iscoroutine(value):
         value.close()  # never awaited: no RuntimeWarning at exit
-    raise Fail(
-        f"the handler of {spec.type!r} is a sync function that returned an awaitable "
-        f"({type(value).__name__}); declare it `async def` so that the worker awaits it "
-        "on its event loop (docs/async.md)"
-    )
+    raise Fail(message)
 
 
 def _result_patch(value: Any, job: JobContext) -> tuple[dict[str, Any] | None, str | None]:

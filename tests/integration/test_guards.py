@@ -322,6 +322,37 @@ def test_no_generic_plans_from_the_statistics_of_an_empty_table(monkeypatch):
     assert sql_one("SHOW plan_cache_mode") == "force_generic_plan"
 
 
+def backlog_on_one_key() -> None:
+    """50,000 due jobs of key 'a' and one of each of 1,000 other keys in queue crm, 20,000 plain."""
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, flow_key) "
+        "SELECT 'test.noop', 'crm', 'a' FROM generate_series(1, 50000)"
+    )
+    sql(
+        "INSERT INTO pgjobs_job (type, queue, flow_key) "
+        "SELECT 'test.noop', 'crm', 'k' || i FROM generate_series(1, 1000) i"
+    )
+    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
+
+
+def controlled_claim_plan(statement: str) -> tuple[dict, str, int]:
+    """EXPLAIN ANALYZE of a controlled claim of 8 from queue crm (rolled back): the plan, its
+    text and the blocks it read."""
+    from django.db import connection, transaction
+
+    from django_pgjobs import flow, queries
+
+    params = queries._controlled_params(
+        queries.ControlledQueue("crm", flow.queues()["crm"]), "w", ["test.noop"], 8, 30
+    )
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement, params)
+        plan = cur.fetchone()[0][0]
+        transaction.set_rollback(True)
+    hits = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+    return plan, str(plan), hits
+
+
 def job_seq_scans(node: dict) -> list[dict]:
     """The plan's sequential scans of pgjobs_job (a tiny side table may be scanned: pgjobs_rate)."""
     node = node.get("Plan", node)
@@ -336,41 +367,21 @@ def test_the_controlled_claim_never_walks_a_throttled_backlog(settings):
     """50,000 due jobs of one key at its per-key limit, 1,000 other keys: the claim reads each
     key's head through pgjobs_job_flow_pending_idx (a loose index scan), never the held key's
     backlog nor the other queues' jobs (docs/flow-control.md)."""
-    from django.db import connection, transaction
 
-    from django_pgjobs import flow, queries
+    from django_pgjobs import queries
 
     settings.PGJOBS = {
         **settings.PGJOBS,
         "QUEUES": {"crm": {"per_key": 1, "key": "config.c", "rate": "1000/s", "burst": 10}},
     }
-    sql(
-        "INSERT INTO pgjobs_job (type, queue, flow_key) "
-        "SELECT 'test.noop', 'crm', 'a' FROM generate_series(1, 50000)"
-    )
-    sql(
-        "INSERT INTO pgjobs_job (type, queue, flow_key) "
-        "SELECT 'test.noop', 'crm', 'k' || i FROM generate_series(1, 1000) i"
-    )
-    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
+    backlog_on_one_key()
     sql(
         "UPDATE pgjobs_job SET status = 'RUNNING', lease_token = gen_random_uuid(), "
         "lease_expires_at = now() + interval '1 hour' "
         "WHERE id = (SELECT min(id) FROM pgjobs_job WHERE flow_key = 'a')"
     )
     sql("ANALYZE pgjobs_job")
-    c = flow.queues()["crm"]
-    params = {
-        **dict(queue="crm", types=["test.noop"], limit=8, worker="w", lease=30, lock="x"),
-        **dict(cap=c.concurrency, per_key=c.per_key, rate=c.rate, burst=c.burst, by_key=None),
-        **dict(after="", keyless_scan=queries.KEYLESS_SCAN),
-    }
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries._CLAIM_CONTROLLED, params)
-        plan = cur.fetchone()[0][0]
-        transaction.set_rollback(True)
-    text = str(plan)
-    hits = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+    plan, text, hits = controlled_claim_plan(queries._CLAIM_CONTROLLED)
     assert "pgjobs_job_flow_pending_idx" in text and not job_seq_scans(plan), text[:3000]
     assert hits < 1500, (
         f"the controlled claim read {hits} blocks: it walks a held key's backlog. Keep the loose "
@@ -383,33 +394,16 @@ def test_the_fair_claim_reads_each_keys_head_not_its_backlog(settings):
     """Fair share lines every key with due work up by pass: 50,000 due jobs of one key and
     1,000 other keys, the claim visits each key's head through pgjobs_job_flow_pending_idx
     (one probe per key), never a key's backlog nor the other queues' jobs."""
-    from django.db import connection, transaction
 
-    from django_pgjobs import flow, queries
+    from django_pgjobs import queries
 
     settings.PGJOBS = {
         **settings.PGJOBS,
         "QUEUES": {"crm": {"key": "config.c", "fair": {"default": 1, "a": 3}}},
     }
-    sql(
-        "INSERT INTO pgjobs_job (type, queue, flow_key) "
-        "SELECT 'test.noop', 'crm', 'a' FROM generate_series(1, 50000)"
-    )
-    sql(
-        "INSERT INTO pgjobs_job (type, queue, flow_key) "
-        "SELECT 'test.noop', 'crm', 'k' || i FROM generate_series(1, 1000) i"
-    )
-    sql("INSERT INTO pgjobs_job (type) SELECT 'test.noop' FROM generate_series(1, 20000)")
+    backlog_on_one_key()
     sql("ANALYZE pgjobs_job")
-    params = queries._controlled_params(
-        queries.ControlledQueue("crm", flow.queues()["crm"]), "w", ["test.noop"], 8, 30
-    )
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries._CLAIM_SHARED, params)
-        plan = cur.fetchone()[0][0]
-        transaction.set_rollback(True)
-    text = str(plan)
-    hits = plan["Plan"]["Shared Hit Blocks"] + plan["Plan"].get("Shared Read Blocks", 0)
+    plan, text, hits = controlled_claim_plan(queries._CLAIM_SHARED)
     assert "pgjobs_job_flow_pending_idx" in text and not job_seq_scans(plan), text[:3000]
     assert hits < 12_000, (
         f"the fair claim read {hits} blocks for 1,001 keys: it walks a key's backlog. Keep the "
